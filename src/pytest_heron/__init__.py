@@ -1,0 +1,20 @@
+"""pytest-heron: a text-to-SQL benchmark on a production-shaped PostgreSQL 16 schema.
+
+The public API for adapter authors is re-exported here; everything else is internal.
+"""
+
+from __future__ import annotations
+
+from pytest_heron.errors import HeronError
+from pytest_heron.types import Adapter, BenchmarkContext, Prediction, Question
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Adapter",
+    "BenchmarkContext",
+    "HeronError",
+    "Prediction",
+    "Question",
+    "__version__",
+]

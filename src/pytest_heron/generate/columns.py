@@ -1,0 +1,429 @@
+"""Column values for any rows of any table: the generator's core, with no I/O.
+
+:class:`Generator` answers ``values(table, column, rows)`` for arbitrary 0-based row numbers.
+Because every draw comes from a counter-based stream (:mod:`.streams`), the value of a cell does
+not depend on which other rows are generated with it; that is what lets a child table copy a
+parent's column, or a chunk be generated in another process, and still give the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_heron.errors import SpecError
+from pytest_heron.generate import streams
+from pytest_heron.generate.spec import TENANT_TABLE, Bundle, ColumnSpec, TableSpec
+
+I64 = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
+
+_DAY = 86400
+_EPOCH = date(1970, 1, 1)
+# Month weights for `season: true`: more business in Q4, less in high summer.
+_SEASON = (1.0, 0.9, 1.0, 1.0, 1.0, 0.95, 0.8, 0.8, 1.0, 1.1, 1.3, 1.45)
+_FIELD = re.compile(r"\{(@?\w+)(?::([^}]*))?\}")
+
+
+@dataclass(frozen=True)
+class Col:
+    """Generated values of one column: ``kind`` is int, dec, bool, text, ts (epoch seconds) or
+    date (epoch days); ``scale`` is the number of decimals of a ``dec`` column."""
+
+    kind: str
+    values: npt.NDArray[Any]
+    nulls: Mask
+    scale: int = 0
+
+
+def _days(text: str) -> int:
+    return (date.fromisoformat(str(text)) - _EPOCH).days
+
+
+class TablePlan:
+    """How many rows a table has at one scale, and how they are grouped by tenant and parent."""
+
+    def __init__(self, gen: Generator, spec: TableSpec) -> None:
+        self.gen = gen
+        self.spec = spec
+        self.parent: TablePlan | None = None
+        self.parent_offsets: I64 | None = None  # child rows of parent p: [off[p], off[p + 1])
+        self.tenant_offsets: I64 | None = None  # rows of tenant t (1-based): [off[t-1], off[t])
+        self.keys: list[Any] | None = None  # lookup tables: the key of each row
+        rows = spec.rows
+        if spec.data is not None:
+            self.n = len(spec.data)
+            first = spec.column_names[0]
+            self.keys = [r[first] for r in spec.data]
+        elif rows is not None and "per" in rows:
+            self.parent = gen.plan(rows["per"])
+            lo, hi = int(rows.get("min", 1)), int(rows.get("max", 1))
+            if not 0 <= lo <= hi:
+                raise SpecError(f"{spec.fq}: rows.per needs 0 <= min <= max")
+            key = streams.stream_key(gen.seed, spec.fq, "__children")
+            counts = streams.integers(key, np.arange(self.parent.n, dtype=np.int64), lo, hi)
+            self.parent_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+            self.n = int(self.parent_offsets[-1])
+            if self.parent.tenant_offsets is not None:
+                self.tenant_offsets = self.parent_offsets[self.parent.tenant_offsets]
+        else:
+            assert rows is not None
+            factor = 1 if rows.get("grow") == "fixed" else gen.factors[rows.get("grow", "rows")]
+            self.n = int(rows["count"]) * factor
+            if spec.fq == TENANT_TABLE:
+                self.tenant_offsets = np.arange(self.n + 1, dtype=np.int64)
+            elif rows.get("by") == "tenant":
+                t = gen.tenants
+                sizes = streams.apportion(self.n, [1.0 / k for k in range(1, t + 1)], minimum=1)
+                self.tenant_offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+
+    @property
+    def scoped(self) -> bool:
+        return self.tenant_offsets is not None
+
+    def tenant_of(self, rows: I64) -> I64:
+        assert self.tenant_offsets is not None
+        return np.searchsorted(self.tenant_offsets, rows, side="right").astype(np.int64)
+
+    def parent_of(self, rows: I64) -> I64:
+        """0-based parent row of each row of a ``per:`` table."""
+        assert self.parent_offsets is not None
+        return (np.searchsorted(self.parent_offsets, rows, side="right") - 1).astype(np.int64)
+
+    def key_col(self, rows: I64) -> Col:
+        """The key (primary key value) of each row."""
+        if self.keys is None:
+            return Col("int", rows + 1, np.zeros(rows.shape, dtype=bool))
+        return _literal_col([self.keys[i] for i in rows.tolist()])
+
+    def rows_of_keys(self, keys: Col) -> I64:
+        if self.keys is None:
+            return np.where(keys.nulls, 0, keys.values.astype(np.int64) - 1).astype(np.int64)
+        index = {k: i for i, k in enumerate(self.keys)}
+        out = [0 if null else index[k] for k, null in zip(keys.values.tolist(), keys.nulls)]
+        return np.asarray(out, dtype=np.int64)
+
+
+def _literal_col(values: list[Any]) -> Col:
+    nulls = np.asarray([v is None for v in values], dtype=bool)
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, bool) for v in present):
+        return Col("bool", np.asarray([bool(v) for v in values], dtype=bool), nulls)
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return Col("int", np.asarray([v or 0 for v in values], dtype=np.int64), nulls)
+    if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
+        decs = [Decimal(str(v)) if v is not None else Decimal(0) for v in values]
+        scale = max(-d.as_tuple().exponent for d in decs)  # type: ignore[operator]
+        scaled = [int(d.scaleb(scale)) for d in decs]
+        return Col("dec", np.asarray(scaled, dtype=np.int64), nulls, int(scale))
+    return Col("text", np.asarray(["" if v is None else str(v) for v in values], dtype=object),
+               nulls)
+
+
+class Generator:
+    """Values for one ``(scale, seed)``."""
+
+    def __init__(self, bundle: Bundle, scale: str, seed: int) -> None:
+        if scale not in bundle.scales:
+            raise SpecError(f"unknown scale {scale!r}; known: {', '.join(bundle.scales)}")
+        self.bundle = bundle
+        self.scale = scale
+        self.seed = seed
+        self.factors = bundle.scales[scale]
+        self._plans: dict[str, TablePlan] = {}
+
+    @cached_property
+    def tenants(self) -> int:
+        return self.plan(TENANT_TABLE).n
+
+    def plan(self, fq: str) -> TablePlan:
+        if fq not in self._plans:
+            self._plans[fq] = TablePlan(self, self.bundle.table(fq))
+        return self._plans[fq]
+
+    def row_counts(self) -> dict[str, int]:
+        return {fq: self.plan(fq).n for fq in self.bundle.tables}
+
+    def key(self, spec: TableSpec, column: str, purpose: str = "") -> int:
+        return streams.stream_key(self.seed, spec.fq, column, purpose)
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    def chunk(self, fq: str, start: int, stop: int) -> list[Col]:
+        """Every column of rows ``[start, stop)`` of a table, in DDL order."""
+        spec = self.bundle.table(fq)
+        rows = np.arange(start, stop, dtype=np.int64)
+        ev = _Eval(self, spec, rows)
+        return [ev.col(name) for name in spec.column_names]
+
+    def values(self, fq: str, column: str, rows: I64) -> Col:
+        return _Eval(self, self.bundle.table(fq), rows).col(column)
+
+
+class _Eval:
+    """Evaluates the columns of one table for one array of rows, memoising within the call."""
+
+    def __init__(self, gen: Generator, spec: TableSpec, rows: I64) -> None:
+        self.gen = gen
+        self.spec = spec
+        self.plan = gen.plan(spec.fq)
+        self.rows = rows
+        self.memo: dict[str, Col] = {}
+        self.busy: list[str] = []
+
+    def col(self, name: str) -> Col:
+        if name in self.memo:
+            return self.memo[name]
+        if name in self.busy:
+            raise SpecError(f"{self.spec.fq}: columns depend on each other in a cycle: {self.busy}")
+        self.busy.append(name)
+        if self.spec.data is not None:
+            result = _literal_col([self.spec.data[i][name] for i in self.rows.tolist()])
+        else:
+            c = self.spec.column(name)
+            result = self._compute(c)
+            if c.null > 0:
+                extra = streams.chance(self.gen.key(self.spec, name, "null"), self.rows, c.null)
+                result = Col(result.kind, result.values, result.nulls | extra, result.scale)
+        self.busy.pop()
+        self.memo[name] = result
+        return result
+
+    def _none(self) -> Mask:
+        return np.zeros(self.rows.shape, dtype=bool)
+
+    def _deref(self, dotted: str) -> Col:
+        """``column`` of this row, or ``fk_column.column`` of the row the FK points at."""
+        if "." not in dotted:
+            return self.col(dotted)
+        fk_name, target = dotted.split(".", 1)
+        fk_spec = self.spec.column(fk_name)
+        if fk_spec.kind == "parent":
+            assert self.plan.parent is not None
+            parent = self.plan.parent
+            parent_rows = self.plan.parent_of(self.rows)
+            nulls = self._none()
+        elif fk_spec.kind in ("ref", "tenant"):
+            fq = fk_spec.params["ref"] if fk_spec.kind == "ref" else TENANT_TABLE
+            parent = self.gen.plan(fq)
+            keys = self.col(fk_name)
+            parent_rows = parent.rows_of_keys(keys)
+            nulls = keys.nulls
+        else:
+            raise SpecError(f"{self.spec.fq}: {dotted!r} needs {fk_name!r} to be a ref or parent")
+        got = self.gen.values(parent.spec.fq, target, parent_rows)
+        return Col(got.kind, got.values, got.nulls | nulls, got.scale)
+
+    def _compute(self, c: ColumnSpec) -> Col:
+        p = c.params
+        rows = self.rows
+        key = self.gen.key(self.spec, c.name)
+        none = self._none()
+        kind = c.kind
+        if kind == "id":
+            return Col("int", rows + 1, none)
+        if kind == "tenant":
+            if self.spec.fq == TENANT_TABLE:
+                return Col("int", rows + 1, none)
+            if not self.plan.scoped:
+                raise SpecError(f"{self.spec.fq}.{c.name}: kind tenant on a table not by tenant")
+            return Col("int", self.plan.tenant_of(rows), none)
+        if kind == "parent":
+            if self.plan.parent is None:
+                raise SpecError(f"{self.spec.fq}.{c.name}: kind parent needs rows.per")
+            return self.plan.parent.key_col(self.plan.parent_of(rows))
+        if kind == "index":
+            assert self.plan.parent_offsets is not None
+            first = self.plan.parent_offsets[self.plan.parent_of(rows)]
+            return Col("int", rows - first + int(p.get("base", 1)), none)
+        if kind == "ref":
+            return self._ref(c, key)
+        if kind == "copy":
+            return self._copy(c, key)
+        if kind in ("int", "money"):
+            lo, hi = int(p["min"]), int(p["max"])
+            dist = p.get("dist", "skew" if kind == "money" else "uniform")
+            if dist == "uniform":
+                return Col("int", streams.integers(key, rows, lo, hi), none)
+            s = float(p.get("s", 1.0))
+            return Col("int", lo + streams.skewed(key, rows, hi - lo + 1, s), none)
+        if kind == "decimal":
+            scale = int(p["scale"])
+            unit = 10**scale
+            lo = int(Decimal(str(p["min"])) * unit)
+            hi = int(Decimal(str(p["max"])) * unit)
+            return Col("dec", streams.integers(key, rows, lo, hi), none, scale)
+        if kind == "choice":
+            values = list(p["values"])
+            weights = [float(w) for w in p.get("weights", [1.0] * len(values))]
+            if len(weights) != len(values):
+                raise SpecError(f"{self.spec.fq}.{c.name}: weights and values differ in length")
+            picked = streams.weighted(key, rows, weights)
+            lit = _literal_col(values)
+            return Col(lit.kind, lit.values[picked], none, lit.scale)
+        if kind == "bool":
+            return Col("bool", streams.chance(key, rows, float(p.get("p", 0.5))), none)
+        if kind == "pool":
+            pool = np.asarray(self.gen.bundle.pools[p["pool"]], dtype=object)
+            return Col("text", pool[streams.integers(key, rows, 0, len(pool) - 1)], none)
+        if kind == "text":
+            return self._text(c, key)
+        if kind == "format":
+            return self._format(c, key)
+        if kind in ("timestamp", "date"):
+            return self._time(c, key)
+        if kind == "seq_date":
+            assert self.plan.parent_offsets is not None
+            first = self.plan.parent_offsets[self.plan.parent_of(rows)]
+            return Col("date", _days(p["start"]) + (rows - first), none)
+        if kind == "soft_delete":
+            base = self._deref(p["after"])
+            deleted = streams.chance(key, rows, float(p["p"]))
+            delta = streams.integers(self.gen.key(self.spec, c.name, "delta"), rows, 60, 365 * _DAY)
+            step = delta if base.kind == "ts" else delta // _DAY
+            return Col(base.kind, base.values + step, ~deleted | base.nulls)
+        if kind == "const":
+            lit = _literal_col([p["value"]] * len(rows))
+            return lit
+        if kind == "null":
+            return Col("text", np.full(rows.shape, "", dtype=object), ~none)
+        raise SpecError(f"{self.spec.fq}.{c.name}: kind {kind!r} is not implemented")
+
+    def _ref(self, c: ColumnSpec, key: int) -> Col:
+        p = c.params
+        target = self.gen.plan(p["ref"])
+        rows = self.rows
+        if target.keys is not None and "weights" in p:
+            weights = [float(p["weights"].get(k, 0.0)) for k in target.keys]
+            return target.key_col(streams.weighted(key, rows, weights))
+        skew = p.get("dist", "uniform") == "zipf"
+        s = float(p.get("s", 1.0))
+        if target.scoped and self.plan.scoped and target.spec.fq != self.spec.fq:
+            assert target.tenant_offsets is not None
+            tenant = self.plan.tenant_of(rows)
+            lo = target.tenant_offsets[tenant - 1]
+            size = target.tenant_offsets[tenant] - lo
+            empty = size == 0
+            safe = np.maximum(size, 1)
+        else:
+            lo = np.zeros(rows.shape, dtype=np.int64)
+            safe = np.full(rows.shape, max(target.n, 1), dtype=np.int64)
+            empty = np.full(rows.shape, target.n == 0)
+        if skew:
+            offset = streams.skewed(key, rows, safe, s)
+        else:
+            offset = np.floor(streams.uniform(key, rows) * safe).astype(np.int64)
+        picked = target.key_col((lo + offset).astype(np.int64))
+        return Col(picked.kind, picked.values, picked.nulls | empty, picked.scale)
+
+    def _copy(self, c: ColumnSpec, key: int) -> Col:
+        p = c.params
+        src = self._deref(p["of"])
+        if "jitter" not in p:
+            return src
+        if src.kind not in ("int", "dec"):
+            raise SpecError(f"{self.spec.fq}.{c.name}: jitter needs a numeric source column")
+        jitter = float(p["jitter"])
+        scale = int(p.get("scale", src.scale)) if src.kind == "dec" else 0
+        drifted = streams.chance(self.gen.key(self.spec, c.name, "drift"), self.rows,
+                                 float(p.get("drift", 1.0)))
+        factor = 1.0 + (2.0 * streams.uniform(key, self.rows) - 1.0) * jitter
+        factor = np.where(drifted, factor, 1.0)
+        values = src.values.astype(np.float64) * float(10 ** (scale - src.scale)) * factor
+        out = np.rint(values).astype(np.int64)
+        return Col(src.kind, out, src.nulls, scale)
+
+    def _text(self, c: ColumnSpec, key: int) -> Col:
+        lo, hi = (int(x) for x in c.params["words"])
+        pool = self.gen.bundle.pools["words"]
+        counts = streams.integers(self.gen.key(self.spec, c.name, "n"), self.rows, lo, hi)
+        picks = [
+            streams.integers(self.gen.key(self.spec, c.name, f"w{i}"), self.rows, 0, len(pool) - 1)
+            for i in range(hi)
+        ]
+        words = [[pool[i] for i in pick.tolist()] for pick in picks]
+        out = [
+            " ".join(words[j][r] for j in range(n)).capitalize()
+            for r, n in enumerate(counts.tolist())
+        ]
+        return Col("text", np.asarray(out, dtype=object), self._none())
+
+    def _format(self, c: ColumnSpec, key: int) -> Col:
+        template = str(c.params["format"])
+        parts: list[tuple[str, list[str]]] = []
+        nulls = self._none()
+        for i, m in enumerate(_FIELD.finditer(template)):
+            name, fmt = m.group(1), m.group(2) or ""
+            if name.startswith("@"):
+                pool = self.gen.bundle.pools.get(name[1:])
+                if pool is None:
+                    raise SpecError(f"{self.spec.fq}.{c.name}: unknown pool {name[1:]!r}")
+                idx = streams.integers(self.gen.key(self.spec, c.name, f"f{i}"), self.rows, 0,
+                                       len(pool) - 1)
+                texts = [pool[j] for j in idx.tolist()]
+            else:
+                field = self._field(c, name)
+                nulls = nulls | field.nulls
+                texts = [format(v, fmt) for v in field.values.tolist()]
+            parts.append((m.group(0), texts))
+        pieces = _FIELD.split(template)
+        # _FIELD has two groups, so split() yields literal, name, spec, literal, ...
+        literals = pieces[0::3]
+        out = []
+        for r in range(len(self.rows)):
+            buf = [literals[0]]
+            for j, (_, texts) in enumerate(parts):
+                buf.append(texts[r])
+                buf.append(literals[j + 1])
+            out.append("".join(buf))
+        return Col("text", np.asarray(out, dtype=object), nulls)
+
+    def _field(self, c: ColumnSpec, name: str) -> Col:
+        rows = self.rows
+        none = self._none()
+        if name == "id":
+            return Col("int", rows + 1, none)
+        if name == "tenant":
+            if not self.plan.scoped:
+                raise SpecError(f"{self.spec.fq}.{c.name}: {{tenant}} on a table not by tenant")
+            return Col("int", self.plan.tenant_of(rows), none)
+        if name == "parent":
+            assert self.plan.parent is not None
+            return self.plan.parent.key_col(self.plan.parent_of(rows))
+        if name == "index":
+            assert self.plan.parent_offsets is not None
+            return Col("int", rows - self.plan.parent_offsets[self.plan.parent_of(rows)] + 1, none)
+        return self._deref(name)
+
+    def _time(self, c: ColumnSpec, key: int) -> Col:
+        p = c.params
+        rows = self.rows
+        is_ts = c.kind == "timestamp"
+        if "after" in p:
+            base = self._deref(p["after"])
+            lo, hi = int(p.get("min", 0)), int(p.get("max", _DAY))
+            delta = streams.integers(key, rows, lo, hi)
+            seconds = base.values * _DAY if base.kind == "date" else base.values
+            value = seconds + delta
+            return Col("ts" if is_ts else "date", value if is_ts else value // _DAY, base.nulls)
+        first, last = _days(p["start"]), _days(p["end"])
+        n_days = last - first
+        if p.get("season"):
+            weights = [
+                _SEASON[(date.fromordinal(_EPOCH.toordinal() + first + d)).month - 1]
+                for d in range(n_days)
+            ]
+            day = first + streams.weighted(key, rows, weights)
+        else:
+            day = first + streams.integers(key, rows, 0, n_days - 1)
+        if not is_ts:
+            return Col("date", day, self._none())
+        second = streams.integers(self.gen.key(self.spec, c.name, "s"), rows, 0, _DAY - 1)
+        return Col("ts", day * _DAY + second, self._none())

@@ -1,0 +1,155 @@
+"""The ``--heron-*`` options, their ``heron_*`` ini twins, and the one typed resolver.
+
+Options are declared once in :data:`OPTIONS`; :func:`register` adds them to pytest and
+:func:`resolve` turns a config into :class:`Settings`. The command line wins over the ini file,
+which wins over the environment (only ``HERON_DSN``), which wins over the default.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_heron.errors import ConfigError
+
+SCALES = ("tiny", "small", "bench", "large")
+BACKENDS = ("auto", "embedded", "docker", "dsn")
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str  # without the leading dashes, e.g. "heron-scale"
+    default: Any
+    help: str
+    metavar: str = "VALUE"
+
+    @property
+    def dest(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def ini(self) -> str:
+        return self.dest
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("heron-adapter", None, "run the benchmark with this adapter: an entry-point name, "
+           "module:Class, or 'cli' (default: off)", "NAME"),
+    Option("heron-scale", "small", "data scale: tiny, small, bench or large (default: small)",
+           "SCALE"),
+    Option("heron-seed", "42", "seed of the first state (default: 42)", "N"),
+    Option("heron-states", "3", "number of states; seeds N, N+1, ... (default: 3)", "N"),
+    Option("heron-backend", "auto", "where PostgreSQL comes from: auto, embedded, docker or dsn "
+           "(default: auto)", "KIND"),
+    Option("heron-dsn", None, "a PostgreSQL server to use; states are databases on it "
+           "(env HERON_DSN; default: none)", "DSN"),
+    Option("heron-questions", None, "a folder of question files replacing the built-in set "
+           "(default: built-in)", "PATH"),
+    Option("heron-output", None, "write the results file (JSON) here (default: none)", "PATH"),
+    Option("heron-timeout", "120", "adapter time limit per question, seconds (default: 120)", "S"),
+    Option("heron-statement-timeout", "30", "time limit per SQL statement, seconds (default: 30)",
+           "S"),
+    Option("heron-min-ex", None, "fail the session when multi-state EX is below this percentage "
+           "(default: none)", "PCT"),
+    Option("heron-cli-cmd", None, "the command the 'cli' adapter runs (default: none)", "CMD"),
+    Option("heron-endpoint", None, "OpenAI-compatible endpoint for LLM adapters (default: none)",
+           "URL"),
+    Option("heron-model", None, "model name for LLM adapters (default: none)", "M"),
+    Option("heron-temperature", "0", "sampling temperature for LLM adapters (default: 0)", "T"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every benchmark option, resolved and typed."""
+
+    adapter: str | None
+    scale: str = "small"
+    seed: int = 42
+    states: int = 3
+    backend: str = "auto"
+    dsn: str | None = None
+    questions: Path | None = None
+    output: Path | None = None
+    timeout: float = 120.0
+    statement_timeout: float = 30.0
+    min_ex: float | None = None
+    cli_cmd: str | None = None
+    endpoint: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(range(self.seed, self.seed + self.states))
+
+
+def register(parser: Any) -> None:
+    """Add the option group and the ini twins to a pytest parser."""
+    group = parser.getgroup("heron", "pytest-heron text-to-SQL benchmark")
+    for opt in OPTIONS:
+        group.addoption(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
+                        help=opt.help)
+        parser.addini(opt.ini, help=opt.help, default=None)
+
+
+def _raw(getoption: Callable[[str], Any], getini: Callable[[str], Any], opt: Option) -> Any:
+    value = getoption(opt.dest)
+    if value is None:
+        value = getini(opt.ini)
+    if value in (None, "", []) and opt.name == "heron-dsn":
+        value = os.environ.get("HERON_DSN") or None
+    if value in (None, "", []):
+        value = opt.default
+    return value
+
+
+def _number(name: str, value: Any, kind: type, *, minimum: float | None = None) -> Any:
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"--{name}: expected a number, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"--{name}: must be at least {minimum}, got {value!r}")
+    return number
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigError(f"--{name}: expected one of {', '.join(choices)}; got {value!r}")
+    return str(value)
+
+
+def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
+    """Build :class:`Settings` from pytest's ``config.getoption`` and ``config.getini``."""
+    raw = {opt.name: _raw(getoption, getini, opt) for opt in OPTIONS}
+    questions = raw["heron-questions"]
+    output = raw["heron-output"]
+    min_ex = raw["heron-min-ex"]
+    dsn = raw["heron-dsn"]
+    backend = _choice("heron-backend", raw["heron-backend"], BACKENDS)
+    if backend == "dsn" and not dsn:
+        raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
+    return Settings(
+        adapter=raw["heron-adapter"],
+        scale=_choice("heron-scale", raw["heron-scale"], SCALES),
+        seed=_number("heron-seed", raw["heron-seed"], int, minimum=0),
+        states=_number("heron-states", raw["heron-states"], int, minimum=1),
+        backend=backend,
+        dsn=dsn,
+        questions=Path(questions) if questions else None,
+        output=Path(output) if output else None,
+        timeout=_number("heron-timeout", raw["heron-timeout"], float, minimum=0.001),
+        statement_timeout=_number(
+            "heron-statement-timeout", raw["heron-statement-timeout"], float, minimum=0.001
+        ),
+        min_ex=None if min_ex is None else _number("heron-min-ex", min_ex, float, minimum=0),
+        cli_cmd=raw["heron-cli-cmd"],
+        endpoint=raw["heron-endpoint"],
+        model=raw["heron-model"],
+        temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
+    )

@@ -1,0 +1,236 @@
+"""pytest hooks for pytest-heron: options, collection, xdist hand-off, summary. Nothing else.
+
+Importing this module is cheap: the benchmark's machinery is imported only when
+``--heron-adapter`` is given, so plain ``pytest`` in any project is unaffected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_heron import options
+
+if TYPE_CHECKING:
+    from pytest_heron.session import HeronRun
+    from pytest_heron.types import Question
+
+RUN_KEY = pytest.StashKey["HeronRun"]()
+PAYLOAD = "heron"
+BASE_MARKERS = {
+    "heron": "a pytest-heron benchmark question",
+    "audit": "a pytest-heron gold audit check",
+}
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_heron import newhooks
+
+    pluginmanager.add_hookspecs(newhooks)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.register(parser)
+
+
+def _adapter_name(config: pytest.Config) -> str | None:
+    value = config.getoption("heron_adapter", None) or config.getini("heron_adapter")
+    return str(value) if value else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, text in BASE_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {text}")
+    if not _adapter_name(config):
+        return
+    from pytest_heron.errors import HeronError
+    from pytest_heron.session import HeronRun
+
+    try:
+        settings = options.resolve(config.getoption, config.getini)
+        run = HeronRun(settings, hook=lambda n: config.hook.pytest_heron_make_adapter(
+            config=config, name=n))
+    except HeronError as exc:
+        raise pytest.UsageError(f"pytest-heron: {exc}") from None
+    for q in run.questions.values():
+        for marker in q.markers:
+            config.addinivalue_line("markers", f"{marker}: pytest-heron question tag")
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(HeronPlugin(config, run), "heron-run")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(run), "heron-xdist")
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+class QuestionFailed(Exception):
+    """A wrong or failed answer; its message is the whole failure report."""
+
+
+class HeronCollector(pytest.Collector):
+    """The benchmark's questions, collected as one node named ``heron``."""
+
+    def __init__(self, *, run: HeronRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.run = run
+
+    def collect(self) -> list[pytest.Item]:
+        return [
+            HeronItem.from_parent(self, name=q.id, question=q, run=self.run)
+            for q in self.run.questions.values()
+        ]
+
+
+class HeronItem(pytest.Item):
+    def __init__(self, *, question: Question, run: HeronRun, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.question = question
+        self.run = run
+        self.outcome: dict[str, Any] | None = None
+        self.add_marker("heron")
+        for marker in question.markers:
+            self.add_marker(marker)
+
+    def runtest(self) -> None:
+        self.outcome = self.run.answer(self.question)
+        if self.outcome["correct"]:
+            return
+        message = _failure_message(self.question, self.outcome)
+        if self.run.settings.min_ex is not None and self.outcome["error_kind"] != "infra_crash":
+            pytest.xfail(message)  # with a threshold, the session's EX decides the exit status
+        raise QuestionFailed(message)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, QuestionFailed):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"heron question {self.question.id} ({self.question.source})"
+
+
+def _failure_message(q: Question, out: dict[str, Any]) -> str:
+    lines = [f"{q.id}: {q.question}"]
+    if out.get("pred_sql"):
+        lines.append("predicted SQL:")
+        lines.extend("    " + line for line in str(out["pred_sql"]).splitlines())
+    if out.get("error_kind"):
+        lines.append(f"{out['error_kind']}: {out['error']}")
+    if out.get("reason"):
+        lines.append("result differs from gold:")
+        lines.extend("    " + line for line in str(out["reason"]).splitlines())
+    return "\n".join(lines)
+
+
+class HeronPlugin:
+    """The benchmark's hooks, registered only when ``--heron-adapter`` is given."""
+
+    def __init__(self, config: pytest.Config, run: HeronRun) -> None:
+        self.config = config
+        self.run = run
+        self.paths_given = bool(config.option.file_or_dir)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if _is_worker(self.config):
+            payload = self.config.workerinput[PAYLOAD]  # type: ignore[attr-defined]
+            self.run.load_payload(json.loads(payload))
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+
+        def progress(msg: str) -> None:
+            if reporter is not None:
+                reporter.write_line(f"heron: {msg}")
+
+        from pytest_heron.errors import HeronError
+
+        try:
+            self.run.build_states(progress)
+        except HeronError as exc:
+            raise pytest.UsageError(f"pytest-heron: {exc}") from None
+
+    def pytest_ignore_collect(self, collection_path: Any, config: pytest.Config) -> bool | None:
+        # With --heron-adapter and no paths, the run is the benchmark only.
+        return True if not self.paths_given else None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(
+        self, collector: pytest.Collector
+    ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+        rep = yield
+        if isinstance(collector, pytest.Session) and rep.passed:
+            path = self.config.rootpath / "heron"
+            rep.result.append(HeronCollector.from_parent(
+                collector, name="heron", nodeid="heron", path=path, run=self.run))
+        return rep
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(
+        self, item: pytest.Item, call: pytest.CallInfo[None]
+    ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        rep = yield
+        if isinstance(item, HeronItem) and call.when == "call" and item.outcome is not None:
+            rep.user_properties.append((PAYLOAD, item.outcome))
+        return rep
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if _is_worker(self.config):
+            return
+        for key, value in report.user_properties:
+            if key == PAYLOAD and isinstance(value, dict):
+                self.run.record(value)
+                return
+        if report.failed and report.nodeid.startswith("heron::"):
+            qid = report.nodeid.split("::", 1)[1]
+            self.run.record_crash(qid, f"no outcome was reported ({report.when}): "
+                                  f"{report.longreprtext}")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        result = yield
+        if _is_worker(self.config):
+            return result
+        doc = self.run.finish()
+        minimum = self.run.settings.min_ex
+        if doc is not None and minimum is not None:
+            ex = doc["metrics"]["ex_multistate"] or 0.0
+            if ex < minimum:
+                session.testsfailed += 1
+        return result
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if _is_worker(self.config) or self.run.results is None:
+            return
+        from pytest_heron.report import summary_lines
+
+        tr = terminalreporter
+        tr.write_sep("=", "heron benchmark")
+        for line in summary_lines(self.run.results):
+            tr.write_line(line)
+        minimum = self.run.settings.min_ex
+        ex = self.run.results["metrics"]["ex_multistate"] or 0.0
+        if minimum is not None:
+            verdict = "FAILED" if ex < minimum else "passed"
+            tr.write_line(f"--heron-min-ex={minimum:g}: multi-state EX {ex:.1f}% -> {verdict}",
+                          red=ex < minimum, green=ex >= minimum)
+        if self.run.settings.output is not None:
+            tr.write_line(f"results written to {self.run.settings.output}")
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not _is_worker(config):
+            self.run.stop()
+
+
+class XdistHooks:
+    """Hand the built states to every xdist worker (registered only when xdist is present)."""
+
+    def __init__(self, run: HeronRun) -> None:
+        self.run = run
+
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[PAYLOAD] = json.dumps(self.run.worker_payload())

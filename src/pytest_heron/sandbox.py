@@ -1,0 +1,126 @@
+"""Run SQL written by a system under test without letting it change or stall anything.
+
+Layers (none trusted alone): a sqlglot guard that accepts exactly one read-only query; a role
+that can only SELECT (``heron_reader``, whose transactions are read-only by default); an
+explicitly read-only transaction; a server ``statement_timeout`` plus a client-side deadline that
+cancels the query; a server-side cursor fetched in chunks with a row cap; a fresh connection per
+query with pinned session settings.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import sqlglot
+from sqlglot import exp
+
+MAX_ROWS = 200_000
+FETCH_CHUNK = 5_000
+_WRITES = (
+    exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
+    exp.Command, exp.Into, exp.Lock, exp.Set,
+)
+_QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
+
+
+@dataclass
+class ExecResult:
+    """The outcome of one query: rows, or an error kind and message."""
+
+    columns: list[str] = field(default_factory=list)
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    error_kind: str | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def check_statement(sql_text: str) -> str | None:
+    """None if ``sql_text`` is exactly one read-only query; else why it is rejected."""
+    if "\x00" in sql_text:
+        return "the SQL contains a NUL byte"
+    try:
+        statements = [s for s in sqlglot.parse(sql_text, read="postgres") if s is not None]
+    except sqlglot.errors.ParseError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else "parse error"
+        return f"the SQL does not parse as PostgreSQL: {first[:300]}"
+    if len(statements) != 1:
+        return f"expected exactly one statement, got {len(statements)}"
+    tree = statements[0]
+    if not isinstance(tree, _QUERIES):
+        return f"only a SELECT, WITH, VALUES or set operation is accepted, not {tree.key.upper()}"
+    for node in tree.walk():
+        if isinstance(node, _WRITES):
+            return f"the query contains a {node.key.upper()} clause, which could change data"
+    return None
+
+
+def execute(
+    dsn: str,
+    sql_text: str,
+    *,
+    timeout_s: float,
+    max_rows: int = MAX_ROWS,
+    guard: bool = True,
+) -> ExecResult:
+    """Run one query read-only on ``dsn`` and fetch its rows (never raises for SQL problems)."""
+    started = time.perf_counter()
+    if guard:
+        reason = check_statement(sql_text)
+        if reason:
+            return ExecResult(error_kind="rejected", error=reason)
+    text = sql_text.strip().rstrip(";").strip()
+    try:
+        conn = psycopg.connect(dsn, autocommit=False, connect_timeout=10)
+    except psycopg.Error as exc:
+        return ExecResult(error_kind="db_error", error=f"could not connect: {exc}".strip())
+    timer = threading.Timer(timeout_s + 2.0, conn.cancel)
+    try:
+        with conn:
+            conn.read_only = True
+            ms = max(1, int(timeout_s * 1000))
+            conn.execute(f"SET LOCAL statement_timeout = {ms}")
+            conn.execute("SET LOCAL TimeZone = 'UTC'")
+            conn.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+            conn.execute("SET LOCAL IntervalStyle = 'postgres'")
+            conn.execute("SET LOCAL jit = off")
+            conn.execute("SET LOCAL extra_float_digits = 1")
+            timer.start()
+            with conn.cursor(name="heron_query") as cur:
+                cur.execute(text)  # type: ignore[arg-type]
+                columns = [d.name for d in cur.description or []]
+                rows: list[tuple[Any, ...]] = []
+                while True:
+                    chunk = cur.fetchmany(FETCH_CHUNK)
+                    if not chunk:
+                        break
+                    rows.extend(chunk)
+                    if len(rows) > max_rows:
+                        return ExecResult(
+                            columns=columns,
+                            error_kind="result_too_large",
+                            error=f"the result has more than {max_rows:,} rows",
+                            seconds=time.perf_counter() - started,
+                        )
+            conn.rollback()
+        return ExecResult(columns, rows, seconds=time.perf_counter() - started)
+    except psycopg.errors.QueryCanceled:
+        return ExecResult(
+            error_kind="timeout",
+            error=f"the query ran longer than {timeout_s:g}s and was cancelled",
+            seconds=time.perf_counter() - started,
+        )
+    except psycopg.Error as exc:
+        message = (exc.diag.message_primary or str(exc)).strip()
+        return ExecResult(error_kind="db_error", error=message[:1000],
+                          seconds=time.perf_counter() - started)
+    finally:
+        timer.cancel()
+        conn.close()

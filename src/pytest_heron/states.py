@@ -1,0 +1,203 @@
+"""Seeded database states: one database per ``(scale, seed, data version)``, built once.
+
+A state's database is named ``heron_<scale>_<seed>_<data version>``. It is built under another
+name and renamed when complete, then stamped with a manifest (JSON in ``COMMENT ON DATABASE``);
+a database with the right name and a matching stamp is reused as it is. A server-wide advisory
+lock per state name keeps two processes (xdist controllers, parallel CI jobs, ``heron seed``)
+from building the same state at once: the second waits and then reuses the first one's work.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+
+from pytest_heron.backends import Server
+from pytest_heron.generate import load_bundle
+from pytest_heron.generate.load import seed_database
+
+READER_ROLE = "heron_reader"
+READER_PASSWORD = "heron_reader"  # SELECT-only on public benchmark data; see DECISIONS.md
+MANIFEST_FORMAT = 1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class State:
+    """A ready database state."""
+
+    scale: str
+    seed: int
+    database: str
+    admin_dsn: str
+    reader_dsn: str
+    manifest: dict[str, object]
+
+    @property
+    def rows(self) -> int:
+        return int(self.manifest["rows"])  # type: ignore[call-overload]
+
+
+def state_name(scale: str, seed: int) -> str:
+    return f"heron_{scale}_{seed}_{load_bundle().data_version}"
+
+
+def _lock_key(name: str) -> int:
+    return zlib.crc32(name.encode()) - 2**31  # fits a signed int4 key pair's second half
+
+
+def _read_manifest(conn: psycopg.Connection[tuple[object, ...]], name: str) -> dict[str, object]:
+    row = conn.execute(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+        (name,),
+    ).fetchone()
+    if row is None or not row[0]:
+        return {}
+    try:
+        doc = json.loads(str(row[0]))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _valid(manifest: dict[str, object], name: str) -> bool:
+    return (
+        manifest.get("format") == MANIFEST_FORMAT
+        and manifest.get("database") == name
+        and manifest.get("data_version") == load_bundle().data_version
+    )
+
+
+def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER_ROLE,)).fetchone()
+    if not exists:
+        try:
+            conn.execute(
+                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE")
+                .format(sql.Identifier(READER_ROLE), sql.Literal(READER_PASSWORD))
+            )
+        except psycopg.errors.DuplicateObject:
+            pass
+
+
+def _grant_reader(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        schemas = [m.name for m in load_bundle().modules]
+        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+        for schema in schemas:
+            conn.execute(
+                sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                    sql.Identifier(schema), sql.Identifier(READER_ROLE)
+                )
+            )
+            conn.execute(
+                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    sql.Identifier(schema), sql.Identifier(READER_ROLE)
+                )
+            )
+        conn.execute(
+            sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
+                sql.Identifier(READER_ROLE)
+            )
+        )
+
+
+def ensure_state(
+    server: Server,
+    scale: str,
+    seed: int,
+    *,
+    jobs: int = 1,
+    progress: Progress | None = None,
+    database: str | None = None,
+    replace: bool = False,
+) -> State:
+    """Return the state for ``(scale, seed)``, building it first if it is missing or stale."""
+    say = progress or (lambda _msg: None)
+    name = database or state_name(scale, seed)
+    building = f"{name}__building"
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        try:
+            _ensure_reader(conn)
+            manifest = _read_manifest(conn, name)
+            if replace or not _valid(manifest, name):
+                if manifest or replace:
+                    say(f"{name}: stamp missing or stale; rebuilding")
+                _drop(conn, name)
+                _drop(conn, building)
+                if database is None:
+                    _drop_other_versions(conn, scale, seed, keep=name)
+                conn.execute(
+                    sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'")
+                    .format(sql.Identifier(building))
+                )
+                say(f"{name}: seeding scale={scale} seed={seed}")
+                result = seed_database(
+                    server.dsn(building), scale, seed, jobs=jobs,
+                    progress=lambda m: say(f"{name}: {m}"),
+                )
+                _grant_reader(server.dsn(building))
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(building), sql.Identifier(name)
+                    )
+                )
+                manifest = {
+                    "format": MANIFEST_FORMAT,
+                    "database": name,
+                    "scale": scale,
+                    "seed": seed,
+                    "data_version": load_bundle().data_version,
+                    "tables": result.tables,
+                    "schemas": result.schemas,
+                    "rows": result.rows,
+                    "row_counts": result.row_counts,
+                    "seconds": round(result.seconds, 3),
+                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+                conn.execute(
+                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                        sql.Identifier(name), sql.Literal(json.dumps(manifest, sort_keys=True))
+                    )
+                )
+                say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+            conn.execute(
+                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
+                    sql.Identifier(name), sql.Identifier(READER_ROLE)
+                )
+            )
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+    return State(
+        scale=scale,
+        seed=seed,
+        database=name,
+        admin_dsn=server.dsn(name),
+        reader_dsn=server.dsn(name, user=READER_ROLE, password=READER_PASSWORD),
+        manifest=manifest,
+    )
+
+
+def _drop_other_versions(
+    conn: psycopg.Connection[tuple[object, ...]], scale: str, seed: int, keep: str
+) -> None:
+    """Drop states of the same ``(scale, seed)`` built from an older data version."""
+    prefix = f"heron_{scale}_{seed}_"
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY 1", (prefix,)
+    ).fetchall()
+    for (other,) in rows:
+        rest = str(other)[len(prefix):]
+        if other != keep and "_" not in rest.replace("__building", ""):
+            _drop(conn, str(other))

@@ -138,6 +138,7 @@ class Generator:
         self.seed = seed
         self.factors = bundle.scales[scale]
         self._plans: dict[str, TablePlan] = {}
+        self._lookups: dict[str, Col] = {}
 
     @cached_property
     def tenants(self) -> int:
@@ -147,6 +148,15 @@ class Generator:
         if fq not in self._plans:
             self._plans[fq] = TablePlan(self, self.bundle.table(fq))
         return self._plans[fq]
+
+    def lookup_column(self, fq: str, name: str) -> Col:
+        """A whole column of a lookup table (typed from all its rows, so chunks agree)."""
+        key = f"{fq}.{name}"
+        if key not in self._lookups:
+            data = self.bundle.table(fq).data
+            assert data is not None
+            self._lookups[key] = _literal_col([row[name] for row in data])
+        return self._lookups[key]
 
     def row_counts(self) -> dict[str, int]:
         return {fq: self.plan(fq).n for fq in self.bundle.tables}
@@ -185,7 +195,8 @@ class _Eval:
             raise SpecError(f"{self.spec.fq}: columns depend on each other in a cycle: {self.busy}")
         self.busy.append(name)
         if self.spec.data is not None:
-            result = _literal_col([self.spec.data[i][name] for i in self.rows.tolist()])
+            full = self.gen.lookup_column(self.spec.fq, name)
+            result = Col(full.kind, full.values[self.rows], full.nulls[self.rows], full.scale)
         else:
             c = self.spec.column(name)
             result = self._compute(c)

@@ -1,0 +1,65 @@
+"""Backends on real servers: embedded PostgreSQL 16, a DSN, docker where an engine answers."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from pytest_heron import backends
+from pytest_heron.errors import BackendError
+
+
+def test_embedded_is_postgres_16(server: backends.Server) -> None:
+    with psycopg.connect(server.admin_dsn) as conn:
+        version = conn.execute("SHOW server_version_num").fetchone()
+    assert version is not None and 160000 <= int(version[0]) < 170000
+    assert server.kind == "embedded"
+
+
+def test_embedded_data_dir_lives_in_the_cache_folder(server: backends.Server) -> None:
+    with psycopg.connect(server.admin_dsn) as conn:
+        row = conn.execute("SHOW data_directory").fetchone()
+    assert row is not None and str(backends.cache_dir().resolve()) in str(row[0])
+
+
+def test_dsn_backend_uses_the_given_server(server: backends.Server) -> None:
+    other = backends.start("dsn", server.admin_dsn)
+    assert other.kind == "dsn"
+    with psycopg.connect(other.dsn("postgres")) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_bad_dsn_is_a_clear_error() -> None:
+    with pytest.raises(BackendError, match="not a valid connection string"):
+        backends.from_dsn("this is = not a dsn = at all")
+
+
+def test_auto_prefers_a_dsn() -> None:
+    assert backends.choose("auto", "host=/tmp") == "dsn"
+    assert backends.choose("embedded", "host=/tmp") == "embedded"
+
+
+def test_auto_without_docker_is_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    if backends.docker_available(timeout=1.0) is None:
+        pytest.skip("a Docker engine answers here, so auto picks docker")
+    assert backends.choose("auto", None) == "embedded"
+
+
+def test_docker_backend() -> None:
+    reason = backends.docker_available(timeout=2.0)
+    if reason is not None:
+        pytest.skip(f"docker backend not testable here: {reason}")
+    server = backends.start("docker", None)
+    try:
+        with psycopg.connect(server.admin_dsn) as conn:
+            version = conn.execute("SHOW server_version_num").fetchone()
+        assert version is not None and int(version[0]) // 10000 == 16
+    finally:
+        server.stop()
+
+
+def test_docker_backend_without_engine_says_why() -> None:
+    if backends.docker_available(timeout=2.0) is None:
+        pytest.skip("a Docker engine answers here")
+    with pytest.raises(BackendError, match="--heron-backend=docker: "):
+        backends.docker()

@@ -1,0 +1,295 @@
+"""Plugin behaviour through pytester: the benchmark as pytest runs it, with and without xdist."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PRIVATE = """\
+- id: v001
+  question: Which numbers from one to three are odd, in order?
+  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
+  gold_tables: []
+  shape: single
+  retrieval: named
+- id: v002
+  question: Pair each letter with its number.
+  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
+  gold_tables: []
+  shape: join
+  retrieval: lexical_gap
+  traps: [mixed_currency]
+- id: v003
+  question: Nothing at all.
+  gold_sql: SELECT 1 WHERE false
+  gold_tables: []
+  shape: single
+  retrieval: one_hop
+  empty_probe: true
+"""
+FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
+
+
+def _private(pytester: pytest.Pytester) -> Path:
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    return folder
+
+
+def _results(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _stable(doc: dict[str, Any]) -> dict[str, Any]:
+    """The results without what legitimately varies between runs (timings, start time)."""
+    doc = json.loads(json.dumps(doc))
+    doc["conditions"].pop("started_at")
+    doc["metrics"].pop("latency_s_median")
+    for q in doc["questions"]:
+        q.pop("latency_s")
+    return doc
+
+
+def test_gold_scores_100_on_builtin_questions_and_xdist_agrees(pytester: pytest.Pytester) -> None:
+    serial = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", "--heron-scale=tiny", "--heron-output=serial.json",
+        "-p", "no:cacheprovider",
+    )
+    serial.assert_outcomes(passed=len(_results(pytester.path / "serial.json")["questions"]))
+    parallel = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", "--heron-scale=tiny", "--heron-output=parallel.json", "-n", "2",
+        "-p", "no:cacheprovider",
+    )
+    assert parallel.ret == 0
+    one, two = _results(pytester.path / "serial.json"), _results(pytester.path / "parallel.json")
+    assert one["metrics"]["ex_multistate"] == 100.0 and one["metrics"]["ex1"] == 100.0
+    assert one["conditions"]["seeds"] == [42, 43, 44] and one["conditions"]["states"] == 3
+    assert len(one["questions"]) >= 10
+    assert _stable(one) == _stable(two)
+    serial.stdout.fnmatch_lines(["*heron benchmark*", "adapter=gold scale=tiny seeds=42,43,44*",
+                                 "multi-state EX@1 (all 3 states): 100.0%*"])
+
+
+def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.runpytest_subprocess("--heron-adapter=gold", f"--heron-questions={private}",
+                                  "--heron-output=out.json", *FAST)
+    doc = _results(pytester.path / "out.json")
+    assert doc["version"] == 1
+    assert set(doc["conditions"]) == {
+        "adapter", "adapter_version", "scale", "seeds", "states", "model", "temperature",
+        "samples", "n_questions", "tables", "schemas", "rows", "backend", "postgres_version",
+        "heron_version", "started_at", "machine",
+    }
+    assert set(doc["metrics"]) == {
+        "ex1", "ex_multistate", "ex_at_k", "exact_match", "ves", "soft_f1", "set_recall",
+        "tokens_prompt", "tokens_completion", "tokens_per_q", "cost_usd", "errors",
+        "latency_s_median", "grade",
+    }
+    assert doc["metrics"]["ves"] is None and doc["metrics"]["errors"] == 0
+    assert set(doc["breakdown"]) == {"shape", "retrieval", "trap"}
+    assert doc["breakdown"]["shape"]["join"] == {"n": 1, "ex1": 100.0, "ex_multistate": 100.0,
+                                                 "errors": 0}
+    for q in doc["questions"]:
+        assert {"id", "correct", "correct_by_state", "error_kind", "error", "pred_sql",
+                "tables_in_context", "usage", "latency_s", "ves", "soft_f1"} <= set(q)
+    assert doc["conditions"]["backend"] == "embedded"
+    assert doc["conditions"]["postgres_version"].startswith("16")
+
+
+def test_plain_pytest_is_unaffected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_one():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert "heron" not in result.stdout.str().replace("heron-0", "")
+    assert "heron benchmark" not in result.stdout.str()
+
+
+def test_loading_the_plugin_imports_nothing_heavy() -> None:
+    import subprocess
+
+    code = (
+        "import sys, pytest_heron.plugin\n"
+        "heavy = [m for m in ('psycopg', 'numpy', 'sqlglot', 'yaml', 'pandas') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_with_adapter_and_no_paths_only_the_benchmark_runs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_project():\n    assert False\n")
+    private = _private(pytester)
+    result = pytester.runpytest_subprocess("--heron-adapter=gold",
+                                           f"--heron-questions={private}", *FAST)
+    result.assert_outcomes(passed=3)
+    with_path = pytester.runpytest_subprocess("--heron-adapter=gold", ".",
+                                              f"--heron-questions={private}", *FAST)
+    with_path.assert_outcomes(passed=3, failed=1)
+
+
+def test_unknown_adapter_lists_the_known_ones(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--heron-adapter=nope", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown adapter 'nope'. Known adapters: *cli, gold*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_bad_question_file_names_file_id_and_field(pytester: pytest.Pytester) -> None:
+    folder = pytester.mkdir("bad")
+    (folder / "broken.yaml").write_text(PRIVATE.replace("shape: join", "shape: spiral"))
+    result = pytester.runpytest_subprocess("--heron-adapter=gold",
+                                           f"--heron-questions={folder}", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*broken.yaml, question 'v002', field 'shape': must be one of*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_ini_turns_it_on_and_the_command_line_wins(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makeini(f"""
+        [pytest]
+        heron_adapter = gold
+        heron_scale = tiny
+        heron_seed = 45
+        heron_states = 1
+        heron_questions = {private}
+    """)
+    pytester.runpytest_subprocess("--heron-seed=42", "--heron-output=ini.json",
+                                  "-p", "no:cacheprovider").assert_outcomes(passed=3)
+    assert _results(pytester.path / "ini.json")["conditions"]["seeds"] == [42]
+
+
+def test_cli_adapter_scores_an_outside_command(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    script = pytester.path / "answer.py"
+    script.write_text(textwrap.dedent("""
+        import json, sys
+        q = json.load(sys.stdin)
+        assert q["dialect"] == "postgres" and q["dsn"]
+        if q["id"] == "v001":
+            print("SELECT x FROM (VALUES (1), (3)) AS t(x) ORDER BY x")
+        elif q["id"] == "v002":
+            print(json.dumps({"sql": "SELECT 2 AS n, 'b' AS l UNION ALL SELECT 1, 'a'",
+                              "tables": [], "usage": {"prompt_tokens": 7}}))
+        else:
+            sys.stderr.write("model refused to answer")
+            sys.exit(3)
+    """))
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=cli", f"--heron-cli-cmd={sys.executable} {script}",
+        f"--heron-questions={private}", "--heron-output=cli.json", *FAST)
+    result.assert_outcomes(passed=2, failed=1)
+    doc = _results(pytester.path / "cli.json")
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["v002"]["correct"] and by_id["v002"]["usage"] == {"prompt_tokens": 7}
+    assert by_id["v003"]["error_kind"] == "adapter_error"
+    assert "status 3" in by_id["v003"]["error"] and "model refused" in by_id["v003"]["error"]
+    assert doc["metrics"]["tokens_prompt"] == 7
+
+
+ADAPTERS = '''
+import time
+from pytest_heron import Prediction
+
+class Wrong:
+    name = "wrong"
+    def prepare(self, ctx):
+        assert ctx.dialect == "postgres"
+    def generate(self, q):
+        if q.id == "v001":
+            return "SELECT x FROM (VALUES (3), (1)) AS t(x)"      # order broken
+        if q.id == "v002":
+            return {"sql": "DELETE FROM core.tenants"}           # rejected
+        return None                                               # invalid
+
+class Crashy:
+    name = "crashy"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        if q.id == "v001":
+            raise RuntimeError("boom")
+        if q.id == "v002":
+            time.sleep(30)
+        return Prediction(sql=q.gold_sql)
+'''
+
+
+def test_wrong_answers_fail_with_a_readable_difference(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Wrong", f"--heron-questions={private}",
+        "--heron-output=w.json", *FAST)
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines([
+        "*order differs at row 1*",
+        "rejected: only a SELECT*",
+        "invalid_prediction: the adapter returned NoneType*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+    kinds = {q["id"]: q["error_kind"] for q in _results(pytester.path / "w.json")["questions"]}
+    assert kinds == {"v001": None, "v002": "rejected", "v003": "invalid_prediction"}
+
+
+def test_crash_and_hang_cost_only_their_question(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Crashy", f"--heron-questions={private}",
+        "--heron-timeout=1", "--heron-output=c.json", "-n", "2", *FAST)
+    result.assert_outcomes(passed=1, failed=2)
+    kinds = {q["id"]: q["error_kind"] for q in _results(pytester.path / "c.json")["questions"]}
+    assert kinds == {"v001": "adapter_error", "v002": "adapter_timeout", "v003": None}
+
+
+def test_conftest_hook_provides_an_adapter(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makeconftest("""
+        class Echo:
+            name = "echo"
+            def prepare(self, ctx): pass
+            def generate(self, q): return q.gold_sql
+        def pytest_heron_make_adapter(config, name):
+            return Echo if name == "echo" else None
+    """)
+    pytester.runpytest_subprocess("--heron-adapter=echo", f"--heron-questions={private}",
+                                  *FAST).assert_outcomes(passed=3)
+
+
+def test_k_m_and_last_failed_select_questions(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    base = [f"--heron-questions={private}", "--heron-scale=tiny", "--heron-states=1"]
+    pytester.runpytest_subprocess("--heron-adapter=gold", "-k", "v002", *base).assert_outcomes(
+        passed=1, deselected=2)
+    pytester.runpytest_subprocess("--heron-adapter=gold", "-m", "shape_single",
+                                  *base).assert_outcomes(passed=2, deselected=1)
+    pytester.runpytest_subprocess("--heron-adapter=gold", "-m", "trap_mixed_currency",
+                                  *base).assert_outcomes(passed=1, deselected=2)
+    pytester.runpytest_subprocess("--heron-adapter=myadapters:Crashy", "--heron-timeout=1",
+                                  *base).assert_outcomes(passed=1, failed=2)
+    again = pytester.runpytest_subprocess("--heron-adapter=gold", "--lf", *base)
+    again.assert_outcomes(passed=2, deselected=1)
+
+
+def test_min_ex_decides_the_exit_status(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    args = ["--heron-adapter=myadapters:Crashy", "--heron-timeout=1",
+            f"--heron-questions={private}", *FAST]
+    low = pytester.runpytest_subprocess("--heron-min-ex=30", *args)
+    assert low.ret == 0
+    low.assert_outcomes(passed=1, xfailed=2)
+    low.stdout.fnmatch_lines(["--heron-min-ex=30: multi-state EX 33.3% -> passed"])
+    high = pytester.runpytest_subprocess("--heron-min-ex=50", *args)
+    assert high.ret == pytest.ExitCode.TESTS_FAILED
+    high.stdout.fnmatch_lines(["--heron-min-ex=50: multi-state EX 33.3% -> FAILED"])

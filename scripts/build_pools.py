@@ -15,23 +15,27 @@ from faker import Faker
 
 OUT = Path(__file__).resolve().parents[1] / "src" / "heron_data" / "pools.yaml"
 
-PRODUCT_ADJECTIVES = """Compact Durable Ergonomic Heavy-Duty Lightweight Modular Portable Premium Rugged
+PRODUCT_ADJECTIVES = """\
+Compact Durable Ergonomic Heavy-Duty Lightweight Modular Portable Premium Rugged
 Sleek Smart Classic Deluxe Essential Industrial Refined Rapid Silent Slim Sturdy Universal Vintage
 Wireless Adjustable Foldable Insulated Magnetic Reusable Stackable Waterproof Precision Advanced
 Basic Eco Flexible Handcrafted Professional Reinforced Thermal Ultra Certified Digital""".split()
 
-PRODUCT_MATERIALS = """Aluminum Bamboo Brass Canvas Carbon Ceramic Copper Cotton Glass Granite Leather
+PRODUCT_MATERIALS = """\
+Aluminum Bamboo Brass Canvas Carbon Ceramic Copper Cotton Glass Granite Leather
 Linen Marble Nylon Oak Plastic Rubber Silicone Steel Titanium Walnut Wool Concrete Cork Felt Hemp
 Maple Polyester Porcelain Stone""".split()
 
-PRODUCT_NOUNS = """Bag Bench Bottle Bracket Cabinet Cable Case Chair Clamp Clock Cover Crate Desk Drill
+PRODUCT_NOUNS = """\
+Bag Bench Bottle Bracket Cabinet Cable Case Chair Clamp Clock Cover Crate Desk Drill
 Fan Filter Gauge Gloves Hammer Headset Helmet Hook Hub Jacket Jar Kettle Keyboard Knife Ladder Lamp
 Lock Monitor Mount Mug Organizer Pallet Pan Panel Pen Printer Pump Rack Router Ruler Saw Scale
 Scanner Screen Sensor Shelf Speaker Stand Stool Switch Table Tape Tent Timer Tool Tray Valve Vest
 Wrench Adapter Battery Charger Label Notebook Pouch Stapler Tripod Trolley Washer Wheel Whiteboard
 Dispenser Locker Cart Bin Hose Heater Cooler Blender""".split()
 
-COLORS = """Black White Grey Silver Red Blue Navy Green Olive Yellow Orange Purple Pink Brown Beige
+COLORS = """\
+Black White Grey Silver Red Blue Navy Green Olive Yellow Orange Purple Pink Brown Beige
 Teal Maroon Gold Ivory Charcoal Coral Cyan Lime Mint Sand Slate Plum Rust Cream Indigo""".split()
 
 

@@ -37,8 +37,7 @@ def _instantiate(obj: Any, where: str) -> Adapter:
     missing = [a for a in needed if not hasattr(instance, a)]
     if missing:
         raise AdapterLookupError(
-            f"{where} is not an adapter: it lacks {', '.join(missing)} "
-            "(see pytest_heron.Adapter)"
+            f"{where} is not an adapter: it lacks {', '.join(missing)} (see pytest_heron.Adapter)"
         )
     return instance  # type: ignore[no-any-return]
 
@@ -87,7 +86,9 @@ def to_prediction(raw: Any) -> Prediction:
         pred = Prediction(
             sql=raw["sql"],
             tables_in_context=[str(t) for t in tables] if isinstance(tables, list) else None,
-            usage={str(k): int(v) for k, v in usage.items()} if isinstance(usage, Mapping) else None,
+            usage={str(k): int(v) for k, v in usage.items()}
+            if isinstance(usage, Mapping)
+            else None,
         )
     else:
         raise InvalidPrediction(
@@ -140,8 +141,12 @@ class CliAdapter:
         )
         try:
             done = subprocess.run(
-                self.command, input=payload, capture_output=True, text=True,
-                timeout=self.timeout, check=False,
+                self.command,
+                input=payload,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout,
+                check=False,
             )
         except FileNotFoundError:
             raise AdapterError(f"--heron-cli-cmd: command not found: {self.command[0]!r}") from None

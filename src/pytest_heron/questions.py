@@ -22,7 +22,14 @@ from pytest_heron.types import RETRIEVALS, SHAPES, Question
 ID_PATTERN = re.compile(r"^[a-z0-9_]+$")
 TABLE_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
 FIELDS = {
-    "id", "question", "gold_sql", "gold_tables", "shape", "retrieval", "traps", "empty_probe",
+    "id",
+    "question",
+    "gold_sql",
+    "gold_tables",
+    "shape",
+    "retrieval",
+    "traps",
+    "empty_probe",
 }
 REQUIRED = ("id", "question", "gold_sql", "gold_tables", "shape", "retrieval")
 
@@ -96,8 +103,12 @@ def _entries(doc: Any, path: str) -> Iterable[Any]:
         return [doc]
     if isinstance(doc, list):
         return doc
-    raise QuestionFileError(path, None, None, "expected a question, a list of questions, "
-                            "or a mapping with a 'questions' list")
+    raise QuestionFileError(
+        path,
+        None,
+        None,
+        "expected a question, a list of questions, or a mapping with a 'questions' list",
+    )
 
 
 def load_questions(folder: Traversable | Path | None = None) -> list[Question]:

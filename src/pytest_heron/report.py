@@ -13,13 +13,36 @@ from pytest_heron import metrics
 
 RESULTS_VERSION = 1
 CONDITION_KEYS = (
-    "adapter", "adapter_version", "scale", "seeds", "states", "model", "temperature", "samples",
-    "n_questions", "tables", "schemas", "rows", "backend", "postgres_version", "heron_version",
-    "started_at", "machine",
+    "adapter",
+    "adapter_version",
+    "scale",
+    "seeds",
+    "states",
+    "model",
+    "temperature",
+    "samples",
+    "n_questions",
+    "tables",
+    "schemas",
+    "rows",
+    "backend",
+    "postgres_version",
+    "heron_version",
+    "started_at",
+    "machine",
 )
 QUESTION_KEYS = (
-    "id", "correct", "correct_by_state", "error_kind", "error", "pred_sql", "tables_in_context",
-    "usage", "latency_s", "ves", "soft_f1",
+    "id",
+    "correct",
+    "correct_by_state",
+    "error_kind",
+    "error",
+    "pred_sql",
+    "tables_in_context",
+    "usage",
+    "latency_s",
+    "ves",
+    "soft_f1",
 )
 
 
@@ -37,8 +60,10 @@ def results_document(
         "metrics": summary,
         "breakdown": metrics.breakdown(ordered, first_seed),
         "questions": [
-            {**{k: o.get(k) for k in QUESTION_KEYS},
-             **{k: v for k, v in o.items() if k not in QUESTION_KEYS}}
+            {
+                **{k: o.get(k) for k in QUESTION_KEYS},
+                **{k: v for k, v in o.items() if k not in QUESTION_KEYS},
+            }
             for o in ordered
         ],
     }
@@ -96,8 +121,6 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
     for axis, buckets in doc["breakdown"].items():
         if not buckets:
             continue
-        cells = [
-            f"{name} {_fmt(b['ex_multistate'])} (n={b['n']})" for name, b in buckets.items()
-        ]
+        cells = [f"{name} {_fmt(b['ex_multistate'])} (n={b['n']})" for name, b in buckets.items()]
         lines.append(f"by {axis}: " + "; ".join(cells))
     return lines

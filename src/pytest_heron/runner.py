@@ -122,11 +122,14 @@ def score_question(
     keys = compare.order_keys(q.gold_sql)
     reasons = []
     for state in states:
-        gold = sandbox.execute(state.admin_dsn, q.gold_sql, timeout_s=statement_timeout,
-                               guard=False)
+        gold = sandbox.execute(
+            state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
+        )
         if not gold.ok:
-            out.update(error_kind="infra_crash",
-                       error=f"the gold SQL failed on seed {state.seed}: {gold.error}")
+            out.update(
+                error_kind="infra_crash",
+                error=f"the gold SQL failed on seed {state.seed}: {gold.error}",
+            )
             out["correct_by_state"][str(state.seed)] = False
             return out
         got = sandbox.execute(state.reader_dsn, pred.sql, timeout_s=statement_timeout)

@@ -21,8 +21,17 @@ from sqlglot import exp
 MAX_ROWS = 200_000
 FETCH_CHUNK = 5_000
 _WRITES = (
-    exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Create, exp.Drop, exp.Alter,
-    exp.Command, exp.Into, exp.Lock, exp.Set,
+    exp.Insert,
+    exp.Update,
+    exp.Delete,
+    exp.Merge,
+    exp.Create,
+    exp.Drop,
+    exp.Alter,
+    exp.Command,
+    exp.Into,
+    exp.Lock,
+    exp.Set,
 )
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 
@@ -94,7 +103,7 @@ def execute(
             conn.execute("SET LOCAL extra_float_digits = 1")
             timer.start()
             with conn.cursor(name="heron_query") as cur:
-                cur.execute(text)  # type: ignore[arg-type]
+                cur.execute(text)
                 columns = [d.name for d in cur.description or []]
                 rows: list[tuple[Any, ...]] = []
                 while True:
@@ -119,8 +128,9 @@ def execute(
         )
     except psycopg.Error as exc:
         message = (exc.diag.message_primary or str(exc)).strip()
-        return ExecResult(error_kind="db_error", error=message[:1000],
-                          seconds=time.perf_counter() - started)
+        return ExecResult(
+            error_kind="db_error", error=message[:1000], seconds=time.perf_counter() - started
+        )
     finally:
         timer.cancel()
         conn.close()

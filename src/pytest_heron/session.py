@@ -105,8 +105,11 @@ class HeronRun:
                 schema_ddl=load_bundle().ddl,
                 tables=tuple(sorted(load_bundle().tables)),
                 options={
-                    "cli_cmd": s.cli_cmd, "timeout": s.timeout, "endpoint": s.endpoint,
-                    "model": s.model, "temperature": s.temperature,
+                    "cli_cmd": s.cli_cmd,
+                    "timeout": s.timeout,
+                    "endpoint": s.endpoint,
+                    "model": s.model,
+                    "temperature": s.temperature,
                 },
             )
             try:
@@ -127,7 +130,9 @@ class HeronRun:
             out.update(error_kind="adapter_error", error=str(exc))
             return out
         return score_question(
-            adapter, q, self.states,
+            adapter,
+            q,
+            self.states,
             adapter_timeout=self.settings.timeout,
             statement_timeout=self.settings.statement_timeout,
         )

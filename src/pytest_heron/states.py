@@ -9,6 +9,7 @@ from building the same state at once: the second waits and then reuses the first
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import zlib
@@ -41,7 +42,7 @@ class State:
 
     @property
     def rows(self) -> int:
-        return int(self.manifest["rows"])  # type: ignore[call-overload]
+        return int(str(self.manifest["rows"]))
 
 
 def state_name(scale: str, seed: int) -> str:
@@ -81,13 +82,12 @@ def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
 def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]]) -> None:
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER_ROLE,)).fetchone()
     if not exists:
-        try:
+        with contextlib.suppress(psycopg.errors.DuplicateObject):  # another process was first
             conn.execute(
-                sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE")
-                .format(sql.Identifier(READER_ROLE), sql.Literal(READER_PASSWORD))
+                sql.SQL(
+                    "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE"
+                ).format(sql.Identifier(READER_ROLE), sql.Literal(READER_PASSWORD))
             )
-        except psycopg.errors.DuplicateObject:
-            pass
 
 
 def _grant_reader(dsn: str) -> None:
@@ -139,12 +139,16 @@ def ensure_state(
                 if database is None:
                     _drop_other_versions(conn, scale, seed, keep=name)
                 conn.execute(
-                    sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'")
-                    .format(sql.Identifier(building))
+                    sql.SQL(
+                        "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'"
+                    ).format(sql.Identifier(building))
                 )
                 say(f"{name}: seeding scale={scale} seed={seed}")
                 result = seed_database(
-                    server.dsn(building), scale, seed, jobs=jobs,
+                    server.dsn(building),
+                    scale,
+                    seed,
+                    jobs=jobs,
                     progress=lambda m: say(f"{name}: {m}"),
                 )
                 _grant_reader(server.dsn(building))
@@ -198,6 +202,6 @@ def _drop_other_versions(
         "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY 1", (prefix,)
     ).fetchall()
     for (other,) in rows:
-        rest = str(other)[len(prefix):]
+        rest = str(other)[len(prefix) :]
         if other != keep and "_" not in rest.replace("__building", ""):
             _drop(conn, str(other))

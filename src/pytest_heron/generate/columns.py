@@ -107,7 +107,10 @@ class TablePlan:
         if self.keys is None:
             return np.where(keys.nulls, 0, keys.values.astype(np.int64) - 1).astype(np.int64)
         index = {k: i for i, k in enumerate(self.keys)}
-        out = [0 if null else index[k] for k, null in zip(keys.values.tolist(), keys.nulls)]
+        out = [
+            0 if null else index[k]
+            for k, null in zip(keys.values.tolist(), keys.nulls, strict=True)
+        ]
         return np.asarray(out, dtype=np.int64)
 
 
@@ -123,8 +126,9 @@ def _literal_col(values: list[Any]) -> Col:
         scale = max(-d.as_tuple().exponent for d in decs)  # type: ignore[operator]
         scaled = [int(d.scaleb(scale)) for d in decs]
         return Col("dec", np.asarray(scaled, dtype=np.int64), nulls, int(scale))
-    return Col("text", np.asarray(["" if v is None else str(v) for v in values], dtype=object),
-               nulls)
+    return Col(
+        "text", np.asarray(["" if v is None else str(v) for v in values], dtype=object), nulls
+    )
 
 
 class Generator:
@@ -343,8 +347,9 @@ class _Eval:
             raise SpecError(f"{self.spec.fq}.{c.name}: jitter needs a numeric source column")
         jitter = float(p["jitter"])
         scale = int(p.get("scale", src.scale)) if src.kind == "dec" else 0
-        drifted = streams.chance(self.gen.key(self.spec, c.name, "drift"), self.rows,
-                                 float(p.get("drift", 1.0)))
+        drifted = streams.chance(
+            self.gen.key(self.spec, c.name, "drift"), self.rows, float(p.get("drift", 1.0))
+        )
         factor = 1.0 + (2.0 * streams.uniform(key, self.rows) - 1.0) * jitter
         factor = np.where(drifted, factor, 1.0)
         values = src.values.astype(np.float64) * float(10 ** (scale - src.scale)) * factor
@@ -376,8 +381,9 @@ class _Eval:
                 pool = self.gen.bundle.pools.get(name[1:])
                 if pool is None:
                     raise SpecError(f"{self.spec.fq}.{c.name}: unknown pool {name[1:]!r}")
-                idx = streams.integers(self.gen.key(self.spec, c.name, f"f{i}"), self.rows, 0,
-                                       len(pool) - 1)
+                idx = streams.integers(
+                    self.gen.key(self.spec, c.name, f"f{i}"), self.rows, 0, len(pool) - 1
+                )
                 texts = [pool[j] for j in idx.tolist()]
             else:
                 field = self._field(c, name)

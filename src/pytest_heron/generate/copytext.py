@@ -14,6 +14,7 @@ _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 def render(col: Col) -> list[str]:
     """The COPY text of each value of a column."""
     v = col.values
+    out: list[str]
     if col.kind == "int":
         out = v.astype(np.int64).astype(str).tolist()
     elif col.kind == "bool":
@@ -37,7 +38,8 @@ def render(col: Col) -> list[str]:
 
 def _decimals(values: np.ndarray, scale: int) -> list[str]:
     if scale == 0:
-        return values.astype(str).tolist()
+        plain: list[str] = values.astype(str).tolist()
+        return plain
     unit = 10**scale
     out = []
     for x in values.tolist():

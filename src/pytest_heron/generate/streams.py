@@ -41,7 +41,7 @@ def mix(key: int, rows: I64) -> U64:
         z = rows.astype(np.uint64) * _GOLDEN + np.uint64(key)
         z = (z ^ (z >> np.uint64(30))) * _M1
         z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))  # type: ignore[no-any-return]
+        return z ^ (z >> np.uint64(31))
 
 
 def uniform(key: int, rows: I64) -> F64:

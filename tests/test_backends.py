@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -63,3 +67,28 @@ def test_docker_backend_without_engine_says_why() -> None:
         pytest.skip("a Docker engine answers here")
     with pytest.raises(BackendError, match="--heron-backend=docker: "):
         backends.docker()
+
+
+def test_two_processes_starting_one_embedded_server_share_it(tmp_path: Path) -> None:
+    code = (
+        "import sys, psycopg\n"
+        "from pathlib import Path\n"
+        "from pytest_heron.backends import embedded\n"
+        "srv = embedded(Path(sys.argv[1]))\n"
+        "with psycopg.connect(srv.admin_dsn) as c:\n"
+        "    print(c.execute('SELECT pg_postmaster_start_time()').fetchone()[0])\n"
+        "srv.stop()\n"
+    )
+    data = tmp_path / "pg"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(data)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    assert (data / "PG_VERSION").read_text().strip() == "16"

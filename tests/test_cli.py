@@ -13,8 +13,13 @@ from pytest_heron.backends import Server
 
 
 def _heron(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest_heron.cli", *args], capture_output=True,
-                          text=True, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_heron.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
 
 
 def _checksums(server: Server, database: str) -> list[str]:
@@ -27,8 +32,20 @@ def test_seed_jobs_and_checksum_round_trip(server: Server) -> None:
     names = ["heron_test_jobs1", "heron_test_jobs2", "heron_test_seed43"]
     runs = [("42", "1"), ("42", "2"), ("43", "2")]
     for name, (seed, jobs) in zip(names, runs, strict=True):
-        done = _heron("seed", "--scale", "tiny", "--seed", seed, "--dsn", server.admin_dsn,
-                      "--database", name, "--jobs", jobs, "--replace")
+        done = _heron(
+            "seed",
+            "--scale",
+            "tiny",
+            "--seed",
+            seed,
+            "--dsn",
+            server.admin_dsn,
+            "--database",
+            name,
+            "--jobs",
+            jobs,
+            "--replace",
+        )
         assert done.returncode == 0, done.stderr
         last = json.loads(done.stdout.strip().splitlines()[-1])
         assert set(last) == {"database", "dsn", "tables", "schemas", "rows", "seconds"}

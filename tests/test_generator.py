@@ -8,15 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.errors import SpecError
-from pytest_heron.generate import Generator, load_bundle
-from pytest_heron.generate import streams
+from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
 from pytest_heron.generate.spec import _column, _table
 
 
 @given(st.integers(0, 2**31), st.integers(0, 10**9), st.integers(1, 500))
 @settings(max_examples=50, deadline=None)
-def test_draws_do_not_depend_on_which_rows_are_drawn_together(seed: int, start: int, n: int) -> None:
+def test_draws_do_not_depend_on_which_rows_are_drawn_together(
+    seed: int, start: int, n: int
+) -> None:
     key = streams.stream_key(seed, "t", "c")
     rows = np.arange(start, start + n, dtype=np.int64)
     whole = streams.mix(key, rows)
@@ -36,14 +37,21 @@ def test_known_values_are_stable_across_versions() -> None:
     key = streams.stream_key(42, "core.tenants", "name")
     assert key == streams.stream_key(42, "core.tenants", "name")
     assert streams.mix(0, np.arange(3, dtype=np.int64)).tolist() == [
-        0, 16294208416658607535, 7960286522194355700,
+        0,
+        16294208416658607535,
+        7960286522194355700,
     ]
 
 
-@given(st.integers(0, 10**6), st.lists(st.floats(0.01, 100), min_size=1, max_size=50),
-       st.integers(0, 3))
+@given(
+    st.integers(0, 10**6),
+    st.lists(st.floats(0.01, 100), min_size=1, max_size=50),
+    st.integers(0, 3),
+)
 @settings(max_examples=200, deadline=None)
-def test_apportion_sums_and_respects_minimum(total: int, weights: list[float], minimum: int) -> None:
+def test_apportion_sums_and_respects_minimum(
+    total: int, weights: list[float], minimum: int
+) -> None:
     parts = streams.apportion(total, weights, minimum)
     assert sum(parts) == total
     assert len(parts) == len(weights)

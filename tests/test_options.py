@@ -44,8 +44,9 @@ def test_dsn_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ({"heron_min_ex": "lots"}, "--heron-min-ex: expected a number"),
     ],
 )
-def test_bad_values_name_the_option(cli: dict[str, Any], message: str,
-                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_values_name_the_option(
+    cli: dict[str, Any], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("HERON_DSN", raising=False)
     with pytest.raises(ConfigError, match=message.replace("-", r"\-").replace(".", r"\.")):
         _resolve(cli)
@@ -53,4 +54,4 @@ def test_bad_values_name_the_option(cli: dict[str, Any], message: str,
 
 def test_every_help_text_ends_with_its_default() -> None:
     for opt in OPTIONS:
-        assert opt.help.endswith(")") and "(default" in opt.help or "(env" in opt.help, opt.name
+        assert "default: " in opt.help and opt.help.endswith(")"), opt.name

@@ -60,13 +60,21 @@ def _stable(doc: dict[str, Any]) -> dict[str, Any]:
 
 def test_gold_scores_100_on_builtin_questions_and_xdist_agrees(pytester: pytest.Pytester) -> None:
     serial = pytester.runpytest_subprocess(
-        "--heron-adapter=gold", "--heron-scale=tiny", "--heron-output=serial.json",
-        "-p", "no:cacheprovider",
+        "--heron-adapter=gold",
+        "--heron-scale=tiny",
+        "--heron-output=serial.json",
+        "-p",
+        "no:cacheprovider",
     )
     serial.assert_outcomes(passed=len(_results(pytester.path / "serial.json")["questions"]))
     parallel = pytester.runpytest_subprocess(
-        "--heron-adapter=gold", "--heron-scale=tiny", "--heron-output=parallel.json", "-n", "2",
-        "-p", "no:cacheprovider",
+        "--heron-adapter=gold",
+        "--heron-scale=tiny",
+        "--heron-output=parallel.json",
+        "-n",
+        "2",
+        "-p",
+        "no:cacheprovider",
     )
     assert parallel.ret == 0
     one, two = _results(pytester.path / "serial.json"), _results(pytester.path / "parallel.json")
@@ -74,33 +82,79 @@ def test_gold_scores_100_on_builtin_questions_and_xdist_agrees(pytester: pytest.
     assert one["conditions"]["seeds"] == [42, 43, 44] and one["conditions"]["states"] == 3
     assert len(one["questions"]) >= 10
     assert _stable(one) == _stable(two)
-    serial.stdout.fnmatch_lines(["*heron benchmark*", "adapter=gold scale=tiny seeds=42,43,44*",
-                                 "multi-state EX@1 (all 3 states): 100.0%*"])
+    serial.stdout.fnmatch_lines(
+        [
+            "*heron benchmark*",
+            "adapter=gold scale=tiny seeds=42,43,44*",
+            "multi-state EX@1 (all 3 states): 100.0%*",
+        ]
+    )
 
 
 def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
-    pytester.runpytest_subprocess("--heron-adapter=gold", f"--heron-questions={private}",
-                                  "--heron-output=out.json", *FAST)
+    pytester.runpytest_subprocess(
+        "--heron-adapter=gold", f"--heron-questions={private}", "--heron-output=out.json", *FAST
+    )
     doc = _results(pytester.path / "out.json")
     assert doc["version"] == 1
     assert set(doc["conditions"]) == {
-        "adapter", "adapter_version", "scale", "seeds", "states", "model", "temperature",
-        "samples", "n_questions", "tables", "schemas", "rows", "backend", "postgres_version",
-        "heron_version", "started_at", "machine",
+        "adapter",
+        "adapter_version",
+        "scale",
+        "seeds",
+        "states",
+        "model",
+        "temperature",
+        "samples",
+        "n_questions",
+        "tables",
+        "schemas",
+        "rows",
+        "backend",
+        "postgres_version",
+        "heron_version",
+        "started_at",
+        "machine",
     }
     assert set(doc["metrics"]) == {
-        "ex1", "ex_multistate", "ex_at_k", "exact_match", "ves", "soft_f1", "set_recall",
-        "tokens_prompt", "tokens_completion", "tokens_per_q", "cost_usd", "errors",
-        "latency_s_median", "grade",
+        "ex1",
+        "ex_multistate",
+        "ex_at_k",
+        "exact_match",
+        "ves",
+        "soft_f1",
+        "set_recall",
+        "tokens_prompt",
+        "tokens_completion",
+        "tokens_per_q",
+        "cost_usd",
+        "errors",
+        "latency_s_median",
+        "grade",
     }
     assert doc["metrics"]["ves"] is None and doc["metrics"]["errors"] == 0
     assert set(doc["breakdown"]) == {"shape", "retrieval", "trap"}
-    assert doc["breakdown"]["shape"]["join"] == {"n": 1, "ex1": 100.0, "ex_multistate": 100.0,
-                                                 "errors": 0}
+    assert doc["breakdown"]["shape"]["join"] == {
+        "n": 1,
+        "ex1": 100.0,
+        "ex_multistate": 100.0,
+        "errors": 0,
+    }
     for q in doc["questions"]:
-        assert {"id", "correct", "correct_by_state", "error_kind", "error", "pred_sql",
-                "tables_in_context", "usage", "latency_s", "ves", "soft_f1"} <= set(q)
+        assert {
+            "id",
+            "correct",
+            "correct_by_state",
+            "error_kind",
+            "error",
+            "pred_sql",
+            "tables_in_context",
+            "usage",
+            "latency_s",
+            "ves",
+            "soft_f1",
+        } <= set(q)
     assert doc["conditions"]["backend"] == "embedded"
     assert doc["conditions"]["postgres_version"].startswith("16")
 
@@ -118,7 +172,8 @@ def test_loading_the_plugin_imports_nothing_heavy() -> None:
 
     code = (
         "import sys, pytest_heron.plugin\n"
-        "heavy = [m for m in ('psycopg', 'numpy', 'sqlglot', 'yaml', 'pandas') if m in sys.modules]\n"
+        "names = ('psycopg', 'numpy', 'sqlglot', 'yaml', 'pandas')\n"
+        "heavy = [m for m in names if m in sys.modules]\n"
         "print(heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -128,11 +183,13 @@ def test_loading_the_plugin_imports_nothing_heavy() -> None:
 def test_with_adapter_and_no_paths_only_the_benchmark_runs(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_project():\n    assert False\n")
     private = _private(pytester)
-    result = pytester.runpytest_subprocess("--heron-adapter=gold",
-                                           f"--heron-questions={private}", *FAST)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", f"--heron-questions={private}", *FAST
+    )
     result.assert_outcomes(passed=3)
-    with_path = pytester.runpytest_subprocess("--heron-adapter=gold", ".",
-                                              f"--heron-questions={private}", *FAST)
+    with_path = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", ".", f"--heron-questions={private}", *FAST
+    )
     with_path.assert_outcomes(passed=3, failed=1)
 
 
@@ -146,8 +203,9 @@ def test_unknown_adapter_lists_the_known_ones(pytester: pytest.Pytester) -> None
 def test_bad_question_file_names_file_id_and_field(pytester: pytest.Pytester) -> None:
     folder = pytester.mkdir("bad")
     (folder / "broken.yaml").write_text(PRIVATE.replace("shape: join", "shape: spiral"))
-    result = pytester.runpytest_subprocess("--heron-adapter=gold",
-                                           f"--heron-questions={folder}", *FAST)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", f"--heron-questions={folder}", *FAST
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*broken.yaml, question 'v002', field 'shape': must be one of*"])
     assert "Traceback" not in result.stderr.str()
@@ -163,15 +221,17 @@ def test_ini_turns_it_on_and_the_command_line_wins(pytester: pytest.Pytester) ->
         heron_states = 1
         heron_questions = {private}
     """)
-    pytester.runpytest_subprocess("--heron-seed=42", "--heron-output=ini.json",
-                                  "-p", "no:cacheprovider").assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(
+        "--heron-seed=42", "--heron-output=ini.json", "-p", "no:cacheprovider"
+    ).assert_outcomes(passed=3)
     assert _results(pytester.path / "ini.json")["conditions"]["seeds"] == [42]
 
 
 def test_cli_adapter_scores_an_outside_command(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     script = pytester.path / "answer.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import json, sys
         q = json.load(sys.stdin)
         assert q["dialect"] == "postgres" and q["dsn"]
@@ -183,10 +243,15 @@ def test_cli_adapter_scores_an_outside_command(pytester: pytest.Pytester) -> Non
         else:
             sys.stderr.write("model refused to answer")
             sys.exit(3)
-    """))
+    """)
+    )
     result = pytester.runpytest_subprocess(
-        "--heron-adapter=cli", f"--heron-cli-cmd={sys.executable} {script}",
-        f"--heron-questions={private}", "--heron-output=cli.json", *FAST)
+        "--heron-adapter=cli",
+        f"--heron-cli-cmd={sys.executable} {script}",
+        f"--heron-questions={private}",
+        "--heron-output=cli.json",
+        *FAST,
+    )
     result.assert_outcomes(passed=2, failed=1)
     doc = _results(pytester.path / "cli.json")
     by_id = {q["id"]: q for q in doc["questions"]}
@@ -196,7 +261,7 @@ def test_cli_adapter_scores_an_outside_command(pytester: pytest.Pytester) -> Non
     assert doc["metrics"]["tokens_prompt"] == 7
 
 
-ADAPTERS = '''
+ADAPTERS = """
 import time
 from pytest_heron import Prediction
 
@@ -220,21 +285,26 @@ class Crashy:
         if q.id == "v002":
             time.sleep(30)
         return Prediction(sql=q.gold_sql)
-'''
+"""
 
 
 def test_wrong_answers_fail_with_a_readable_difference(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     pytester.makepyfile(myadapters=ADAPTERS)
     result = pytester.runpytest_subprocess(
-        "--heron-adapter=myadapters:Wrong", f"--heron-questions={private}",
-        "--heron-output=w.json", *FAST)
+        "--heron-adapter=myadapters:Wrong",
+        f"--heron-questions={private}",
+        "--heron-output=w.json",
+        *FAST,
+    )
     result.assert_outcomes(failed=3)
-    result.stdout.fnmatch_lines([
-        "*order differs at row 1*",
-        "rejected: only a SELECT*",
-        "invalid_prediction: the adapter returned NoneType*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*order differs at row 1*",
+            "rejected: only a SELECT*",
+            "invalid_prediction: the adapter returned NoneType*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     kinds = {q["id"]: q["error_kind"] for q in _results(pytester.path / "w.json")["questions"]}
     assert kinds == {"v001": None, "v002": "rejected", "v003": "invalid_prediction"}
@@ -244,8 +314,14 @@ def test_crash_and_hang_cost_only_their_question(pytester: pytest.Pytester) -> N
     private = _private(pytester)
     pytester.makepyfile(myadapters=ADAPTERS)
     result = pytester.runpytest_subprocess(
-        "--heron-adapter=myadapters:Crashy", f"--heron-questions={private}",
-        "--heron-timeout=1", "--heron-output=c.json", "-n", "2", *FAST)
+        "--heron-adapter=myadapters:Crashy",
+        f"--heron-questions={private}",
+        "--heron-timeout=1",
+        "--heron-output=c.json",
+        "-n",
+        "2",
+        *FAST,
+    )
     result.assert_outcomes(passed=1, failed=2)
     kinds = {q["id"]: q["error_kind"] for q in _results(pytester.path / "c.json")["questions"]}
     assert kinds == {"v001": "adapter_error", "v002": "adapter_timeout", "v003": None}
@@ -261,8 +337,9 @@ def test_conftest_hook_provides_an_adapter(pytester: pytest.Pytester) -> None:
         def pytest_heron_make_adapter(config, name):
             return Echo if name == "echo" else None
     """)
-    pytester.runpytest_subprocess("--heron-adapter=echo", f"--heron-questions={private}",
-                                  *FAST).assert_outcomes(passed=3)
+    pytester.runpytest_subprocess(
+        "--heron-adapter=echo", f"--heron-questions={private}", *FAST
+    ).assert_outcomes(passed=3)
 
 
 def test_k_m_and_last_failed_select_questions(pytester: pytest.Pytester) -> None:
@@ -270,13 +347,17 @@ def test_k_m_and_last_failed_select_questions(pytester: pytest.Pytester) -> None
     pytester.makepyfile(myadapters=ADAPTERS)
     base = [f"--heron-questions={private}", "--heron-scale=tiny", "--heron-states=1"]
     pytester.runpytest_subprocess("--heron-adapter=gold", "-k", "v002", *base).assert_outcomes(
-        passed=1, deselected=2)
-    pytester.runpytest_subprocess("--heron-adapter=gold", "-m", "shape_single",
-                                  *base).assert_outcomes(passed=2, deselected=1)
-    pytester.runpytest_subprocess("--heron-adapter=gold", "-m", "trap_mixed_currency",
-                                  *base).assert_outcomes(passed=1, deselected=2)
-    pytester.runpytest_subprocess("--heron-adapter=myadapters:Crashy", "--heron-timeout=1",
-                                  *base).assert_outcomes(passed=1, failed=2)
+        passed=1, deselected=2
+    )
+    pytester.runpytest_subprocess(
+        "--heron-adapter=gold", "-m", "shape_single", *base
+    ).assert_outcomes(passed=2, deselected=1)
+    pytester.runpytest_subprocess(
+        "--heron-adapter=gold", "-m", "trap_mixed_currency", *base
+    ).assert_outcomes(passed=1, deselected=2)
+    pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Crashy", "--heron-timeout=1", *base
+    ).assert_outcomes(passed=1, failed=2)
     again = pytester.runpytest_subprocess("--heron-adapter=gold", "--lf", *base)
     again.assert_outcomes(passed=2, deselected=1)
 
@@ -284,8 +365,12 @@ def test_k_m_and_last_failed_select_questions(pytester: pytest.Pytester) -> None
 def test_min_ex_decides_the_exit_status(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     pytester.makepyfile(myadapters=ADAPTERS)
-    args = ["--heron-adapter=myadapters:Crashy", "--heron-timeout=1",
-            f"--heron-questions={private}", *FAST]
+    args = [
+        "--heron-adapter=myadapters:Crashy",
+        "--heron-timeout=1",
+        f"--heron-questions={private}",
+        *FAST,
+    ]
     low = pytester.runpytest_subprocess("--heron-min-ex=30", *args)
     assert low.ret == 0
     low.assert_outcomes(passed=1, xfailed=2)

@@ -50,8 +50,12 @@ def test_sorted_by_id_and_several_files(tmp_path: Path) -> None:
         (GOOD.replace("id: p001", "id: P-1"), "P-1", "id", "must match"),
         (GOOD.replace("gold_sql: SELECT 1\n", ""), "p001", "gold_sql", "is required"),
         (GOOD + "colour: red\n", "p001", "colour", "unknown field"),
-        (GOOD.replace("gold_tables: []", "gold_tables: [orders]"), "p001", "gold_tables",
-         "not a schema.table"),
+        (
+            GOOD.replace("gold_tables: []", "gold_tables: [orders]"),
+            "p001",
+            "gold_tables",
+            "not a schema.table",
+        ),
         (GOOD + "empty_probe: maybe\n", "p001", "empty_probe", "true or false"),
     ],
 )

@@ -46,11 +46,11 @@ def test_prediction_runs_as_reader_and_reads(tiny_state) -> None:  # type: ignor
 
 
 def test_reader_cannot_write_even_past_the_guard(tiny_state) -> None:  # type: ignore[no-untyped-def]
-    got = sandbox.execute(tiny_state.reader_dsn, "DELETE FROM core.tenants", timeout_s=10,
-                          guard=False)
+    got = sandbox.execute(
+        tiny_state.reader_dsn, "DELETE FROM core.tenants", timeout_s=10, guard=False
+    )
     assert got.error_kind == "db_error"
-    after = sandbox.execute(tiny_state.admin_dsn, "SELECT count(*) FROM core.tenants",
-                            timeout_s=10)
+    after = sandbox.execute(tiny_state.admin_dsn, "SELECT count(*) FROM core.tenants", timeout_s=10)
     assert after.rows[0][0] == tiny_state.manifest["row_counts"]["core.tenants"]
 
 
@@ -65,8 +65,9 @@ def test_timeout_is_its_own_error_kind(tiny_state) -> None:  # type: ignore[no-u
 
 
 def test_row_cap(tiny_state) -> None:  # type: ignore[no-untyped-def]
-    got = sandbox.execute(tiny_state.reader_dsn, "SELECT * FROM generate_series(1, 1000)",
-                          timeout_s=10, max_rows=100)
+    got = sandbox.execute(
+        tiny_state.reader_dsn, "SELECT * FROM generate_series(1, 1000)", timeout_s=10, max_rows=100
+    )
     assert got.error_kind == "result_too_large"
 
 

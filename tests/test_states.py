@@ -16,8 +16,9 @@ from pytest_heron.states import ensure_state, state_name
 
 def _drop(server: Server, name: str) -> None:
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 def test_state_is_named_by_scale_seed_and_data_version() -> None:
@@ -31,8 +32,9 @@ def test_state_has_every_table_and_a_manifest(tiny_state) -> None:  # type: igno
     assert m["rows"] == sum(m["row_counts"].values())
     with psycopg.connect(tiny_state.admin_dsn) as conn:
         for fq, n in m["row_counts"].items():
-            got = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
-                sql.Identifier(*fq.split(".")))).fetchone()
+            got = conn.execute(
+                sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(*fq.split(".")))
+            ).fetchone()
             assert got == (n,), fq
 
 
@@ -44,8 +46,11 @@ def test_second_call_reuses_and_stale_stamp_rebuilds(server: Server) -> None:
     assert again.manifest["built_at"] == first.manifest["built_at"]
     stale = dict(first.manifest, data_version="something-else")
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-            sql.Identifier(name), sql.Literal(json.dumps(stale))))
+        conn.execute(
+            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(name), sql.Literal(json.dumps(stale))
+            )
+        )
     rebuilt = ensure_state(server, "tiny", 42, database=name)
     assert rebuilt.manifest["data_version"] == load_bundle().data_version
     assert rebuilt.manifest["row_counts"] == first.manifest["row_counts"]
@@ -63,8 +68,9 @@ def test_two_processes_build_a_state_once(server: Server) -> None:
         "print(s.manifest['built_at'], s.manifest['seconds'])\n"
     )
     procs = [
-        subprocess.Popen([sys.executable, "-c", code, server.admin_dsn], stdout=subprocess.PIPE,
-                         text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", code, server.admin_dsn], stdout=subprocess.PIPE, text=True
+        )
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=300)[0].strip() for p in procs]

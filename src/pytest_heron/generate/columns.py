@@ -29,6 +29,8 @@ _DAY = 86400
 _EPOCH = date(1970, 1, 1)
 # Month weights for `season: true`: more business in Q4, less in high summer.
 _SEASON = (1.0, 0.9, 1.0, 1.0, 1.0, 0.95, 0.8, 0.8, 1.0, 1.1, 1.3, 1.45)
+# Seed of the streams of columns marked `stable: true` (the same values in every state).
+STABLE_SEED = 0
 _FIELD = re.compile(r"\{(@?\w+)(?::([^}]*))?\}")
 
 
@@ -205,11 +207,17 @@ class _Eval:
             c = self.spec.column(name)
             result = self._compute(c)
             if c.null > 0:
-                extra = streams.chance(self.gen.key(self.spec, name, "null"), self.rows, c.null)
+                extra = streams.chance(self._key(name, "null"), self.rows, c.null)
                 result = Col(result.kind, result.values, result.nulls | extra, result.scale)
         self.busy.pop()
         self.memo[name] = result
         return result
+
+    def _key(self, column: str, purpose: str = "") -> int:
+        """The stream key of a column; ``stable`` columns ignore the seed."""
+        c = self.spec.column(column)
+        seed = STABLE_SEED if c.stable else self.gen.seed
+        return streams.stream_key(seed, self.spec.fq, column, purpose)
 
     def _none(self) -> Mask:
         return np.zeros(self.rows.shape, dtype=bool)
@@ -239,7 +247,7 @@ class _Eval:
     def _compute(self, c: ColumnSpec) -> Col:
         p = c.params
         rows = self.rows
-        key = self.gen.key(self.spec, c.name)
+        key = self._key(c.name)
         none = self._none()
         kind = c.kind
         if kind == "id":
@@ -287,6 +295,8 @@ class _Eval:
             return Col("bool", streams.chance(key, rows, float(p.get("p", 0.5))), none)
         if kind == "pool":
             pool = np.asarray(self.gen.bundle.pools[p["pool"]], dtype=object)
+            if p.get("unique"):
+                return Col("text", pool[streams.permuted(key, rows, len(pool))], none)
             return Col("text", pool[streams.integers(key, rows, 0, len(pool) - 1)], none)
         if kind == "text":
             return self._text(c, key)
@@ -301,7 +311,7 @@ class _Eval:
         if kind == "soft_delete":
             base = self._deref(p["after"])
             deleted = streams.chance(key, rows, float(p["p"]))
-            delta = streams.integers(self.gen.key(self.spec, c.name, "delta"), rows, 60, 365 * _DAY)
+            delta = streams.integers(self._key(c.name, "delta"), rows, 60, 365 * _DAY)
             step = delta if base.kind == "ts" else delta // _DAY
             return Col(base.kind, base.values + step, ~deleted | base.nulls)
         if kind == "const":
@@ -347,9 +357,7 @@ class _Eval:
             raise SpecError(f"{self.spec.fq}.{c.name}: jitter needs a numeric source column")
         jitter = float(p["jitter"])
         scale = int(p.get("scale", src.scale)) if src.kind == "dec" else 0
-        drifted = streams.chance(
-            self.gen.key(self.spec, c.name, "drift"), self.rows, float(p.get("drift", 1.0))
-        )
+        drifted = streams.chance(self._key(c.name, "drift"), self.rows, float(p.get("drift", 1.0)))
         factor = 1.0 + (2.0 * streams.uniform(key, self.rows) - 1.0) * jitter
         factor = np.where(drifted, factor, 1.0)
         values = src.values.astype(np.float64) * float(10 ** (scale - src.scale)) * factor
@@ -359,9 +367,9 @@ class _Eval:
     def _text(self, c: ColumnSpec, key: int) -> Col:
         lo, hi = (int(x) for x in c.params["words"])
         pool = self.gen.bundle.pools["words"]
-        counts = streams.integers(self.gen.key(self.spec, c.name, "n"), self.rows, lo, hi)
+        counts = streams.integers(self._key(c.name, "n"), self.rows, lo, hi)
         picks = [
-            streams.integers(self.gen.key(self.spec, c.name, f"w{i}"), self.rows, 0, len(pool) - 1)
+            streams.integers(self._key(c.name, f"w{i}"), self.rows, 0, len(pool) - 1)
             for i in range(hi)
         ]
         words = [[pool[i] for i in pick.tolist()] for pick in picks]
@@ -381,9 +389,7 @@ class _Eval:
                 pool = self.gen.bundle.pools.get(name[1:])
                 if pool is None:
                     raise SpecError(f"{self.spec.fq}.{c.name}: unknown pool {name[1:]!r}")
-                idx = streams.integers(
-                    self.gen.key(self.spec, c.name, f"f{i}"), self.rows, 0, len(pool) - 1
-                )
+                idx = streams.integers(self._key(c.name, f"f{i}"), self.rows, 0, len(pool) - 1)
                 texts = [pool[j] for j in idx.tolist()]
             else:
                 field = self._field(c, name)
@@ -442,5 +448,5 @@ class _Eval:
             day = first + streams.integers(key, rows, 0, n_days - 1)
         if not is_ts:
             return Col("date", day, self._none())
-        second = streams.integers(self.gen.key(self.spec, c.name, "s"), rows, 0, _DAY - 1)
+        second = streams.integers(self._key(c.name, "s"), rows, 0, _DAY - 1)
         return Col("ts", day * _DAY + second, self._none())

@@ -33,7 +33,7 @@ KINDS = {
     "decimal": ("min", "max", "scale"),
     "choice": ("values", "weights"),
     "bool": ("p",),
-    "pool": ("pool",),
+    "pool": ("pool", "unique"),
     "text": ("words",),
     "format": ("format",),
     "timestamp": ("start", "end", "season", "after", "min", "max"),
@@ -65,6 +65,7 @@ class ColumnSpec:
     kind: str
     params: dict[str, Any]
     null: float = 0.0
+    stable: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,9 @@ def _column(fq: str, name: str, raw: Any) -> ColumnSpec:
     # YAML reads a bare `null:` key as None; accept both spellings.
     null_raw = params.pop(None, params.pop("null", 0.0))
     null = float(null_raw if null_raw is not None else 0.0)
+    stable = params.pop("stable", False)
+    if not isinstance(stable, bool):
+        raise SpecError(f"{where}: stable must be true or false")
     if kind not in KINDS:
         raise SpecError(f"{where}: unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
     unknown = sorted(set(params) - set(KINDS[kind]))
@@ -154,7 +158,7 @@ def _column(fq: str, name: str, raw: Any) -> ColumnSpec:
         raise SpecError(f"{where}: kind {kind!r} needs {', '.join(missing)}")
     if not 0.0 <= null <= 1.0:
         raise SpecError(f"{where}: null must be a share between 0 and 1")
-    return ColumnSpec(name, kind, params, null)
+    return ColumnSpec(name, kind, params, null, stable)
 
 
 def _table(module: str, name: str, raw: Any) -> TableSpec:

@@ -74,6 +74,18 @@ def skewed(key: int, rows: I64, n: npt.NDArray[np.int64] | int, s: float = 1.0) 
     return np.minimum(idx, np.asarray(n, dtype=np.int64) - 1)
 
 
+def permuted(key: int, rows: I64, n: int) -> I64:
+    """Indexes in [0, n) that are all different for rows 0..n-1 (a keyed affine permutation:
+    ``(row * step + offset) mod n`` with ``step`` coprime to ``n``); they repeat after n rows."""
+    import math
+
+    step = key % n or 1
+    while math.gcd(step, n) != 1:
+        step = step % n + 1
+    offset = (key >> 32) % n
+    return ((rows % n) * step + offset) % n
+
+
 def weighted(key: int, rows: I64, weights: list[float]) -> I64:
     """Indexes into ``weights`` drawn in proportion to the weights."""
     total = 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from pytest_heron.errors import SpecError
 from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
-from pytest_heron.generate.spec import _column, _table
+from pytest_heron.generate.spec import Bundle, _column, _table
 
 
 @given(st.integers(0, 2**31), st.integers(0, 10**9), st.integers(1, 500))
@@ -109,3 +111,103 @@ def test_scale_row_totals_grow_by_their_factors() -> None:
     tiny = sum(Generator(bundle, "tiny", 42).row_counts().values())
     small = sum(Generator(bundle, "small", 42).row_counts().values())
     assert 10 * tiny < small < 30 * tiny
+
+
+def _bundle(tables: dict[str, Any]) -> Bundle:
+    """A throw-away bundle of tables in schema ``core`` (the tenant table included)."""
+    specs = {f"core.{name}": _table("core", name, raw) for name, raw in tables.items()}
+    return Bundle(
+        scales={"tiny": {"rows": 1, "tenants": 1}},
+        history=("2022-01-01", "2026-01-01"),
+        modules=(),
+        pools=load_bundle().pools,
+        data_version="test",
+        tables=specs,
+    )
+
+
+TOY = {
+    "tenants": {
+        "rows": {"count": 6, "grow": "tenants"},
+        "columns": {
+            "id": {"kind": "id"},
+            "name": {"kind": "pool", "pool": "companies", "unique": True, "stable": True},
+            "size": {"kind": "int", "min": 1, "max": 1000},
+        },
+    },
+    "items": {
+        "rows": {"count": 300, "grow": "rows", "by": "tenant"},
+        "columns": {
+            "id": {"kind": "id"},
+            "tenant_id": {"kind": "tenant"},
+            "parent_item_id": {"kind": "ref", "ref": "core.items", "earlier": True},
+            "status": {"kind": "choice", "values": ["open", "closed"]},
+            "closed_at": {
+                "kind": "timestamp",
+                "start": "2022-01-01",
+                "end": "2023-01-01",
+                "only_when": {"status": ["closed"]},
+            },
+            "price": {"kind": "int", "min": 100, "max": 10000},
+            "cost": {"kind": "copy", "of": "price", "factor": [0.5, 0.85]},
+        },
+    },
+    "lines": {
+        "rows": {"per": "core.items", "min": 1, "max": 3},
+        "columns": {
+            "id": {"kind": "id"},
+            "item_id": {"kind": "parent"},
+            "item_copy": {"kind": "copy", "of": "item_id"},
+            "status_direct": {"kind": "copy", "of": "item_id.status"},
+            "status_via_copy": {"kind": "copy", "of": "item_copy.status"},
+        },
+    },
+}
+
+
+def _table_values(gen: Generator, fq: str) -> dict[str, Any]:
+    spec = gen.bundle.table(fq)
+    cols = gen.chunk(fq, 0, gen.plan(fq).n)
+    return {name: col for name, col in zip(spec.column_names, cols, strict=True)}
+
+
+def test_earlier_self_reference_points_back_within_the_tenant() -> None:
+    gen = Generator(_bundle(TOY), "tiny", 7)
+    v = _table_values(gen, "core.items")
+    ids, tenants, parents = v["id"].values, v["tenant_id"].values, v["parent_item_id"]
+    present = ~parents.nulls
+    assert present.any() and parents.nulls.any()
+    assert (parents.values[present] < ids[present]).all()
+    assert (tenants[parents.values[present] - 1] == tenants[present]).all()
+
+
+def test_only_when_nulls_follow_the_other_column() -> None:
+    v = _table_values(Generator(_bundle(TOY), "tiny", 7), "core.items")
+    closed = v["status"].values == "closed"
+    assert (v["closed_at"].nulls == ~closed).all()
+
+
+def test_copy_factor_stays_in_range() -> None:
+    v = _table_values(Generator(_bundle(TOY), "tiny", 7), "core.items")
+    ratio = v["cost"].values / v["price"].values
+    assert ratio.min() >= 0.49 and ratio.max() <= 0.86
+
+
+def test_copy_through_a_copied_key_equals_the_direct_copy() -> None:
+    v = _table_values(Generator(_bundle(TOY), "tiny", 7), "core.lines")
+    assert (v["status_direct"].values == v["status_via_copy"].values).all()
+
+
+def test_stable_columns_ignore_the_seed_and_unique_pools_do_not_repeat() -> None:
+    one = _table_values(Generator(_bundle(TOY), "tiny", 1), "core.tenants")
+    two = _table_values(Generator(_bundle(TOY), "tiny", 2), "core.tenants")
+    assert one["name"].values.tolist() == two["name"].values.tolist()
+    assert len(set(one["name"].values.tolist())) == 6
+    assert one["size"].values.tolist() != two["size"].values.tolist()
+
+
+@given(st.integers(0, 2**40), st.integers(1, 600))
+@settings(max_examples=100, deadline=None)
+def test_permuted_is_a_permutation(key: int, n: int) -> None:
+    idx = streams.permuted(key, np.arange(n, dtype=np.int64), n)
+    assert sorted(idx.tolist()) == list(range(n))

@@ -164,6 +164,26 @@ class Generator:
             self._lookups[key] = _literal_col([row[name] for row in data])
         return self._lookups[key]
 
+    def ref_target(self, spec: TableSpec, column: str) -> str:
+        """The table a key column points at (following ``copy`` columns to their source)."""
+        c = spec.column(column)
+        if c.kind == "ref":
+            return str(c.params["ref"])
+        if c.kind == "tenant":
+            return TENANT_TABLE
+        if c.kind == "parent" and spec.rows and "per" in spec.rows:
+            return str(spec.rows["per"])
+        if c.kind == "copy":
+            of = str(c.params["of"])
+            if "." not in of:
+                return self.ref_target(spec, of)
+            fk, col = of.split(".", 1)
+            return self.ref_target(self.bundle.table(self.ref_target(spec, fk)), col)
+        raise SpecError(
+            f"{spec.fq}.{column}: not a key column (ref, tenant, parent or a copy "
+            "of one), so it cannot be followed with 'column.other'"
+        )
+
     def row_counts(self) -> dict[str, int]:
         return {fq: self.plan(fq).n for fq in self.bundle.tables}
 
@@ -209,6 +229,12 @@ class _Eval:
             if c.null > 0:
                 extra = streams.chance(self._key(name, "null"), self.rows, c.null)
                 result = Col(result.kind, result.values, result.nulls | extra, result.scale)
+            for other, allowed in (c.params.get("only_when") or {}).items():
+                cond = self.col(other)
+                keep = np.isin(cond.values, np.asarray(list(allowed), dtype=cond.values.dtype))
+                result = Col(
+                    result.kind, result.values, result.nulls | ~keep | cond.nulls, result.scale
+                )
         self.busy.pop()
         self.memo[name] = result
         return result
@@ -233,8 +259,8 @@ class _Eval:
             parent = self.plan.parent
             parent_rows = self.plan.parent_of(self.rows)
             nulls = self._none()
-        elif fk_spec.kind in ("ref", "tenant"):
-            fq = fk_spec.params["ref"] if fk_spec.kind == "ref" else TENANT_TABLE
+        elif fk_spec.kind in ("ref", "tenant", "copy"):
+            fq = self.gen.ref_target(self.spec, fk_name)
             parent = self.gen.plan(fq)
             keys = self.col(fk_name)
             parent_rows = parent.rows_of_keys(keys)
@@ -330,7 +356,18 @@ class _Eval:
             return target.key_col(streams.weighted(key, rows, weights))
         skew = p.get("dist", "uniform") == "zipf"
         s = float(p.get("s", 1.0))
-        if target.scoped and self.plan.scoped and target.spec.fq != self.spec.fq:
+        if p.get("earlier"):
+            if target.spec.fq != self.spec.fq:
+                raise SpecError(f"{self.spec.fq}.{c.name}: earlier is only for a self-reference")
+            if self.plan.scoped:
+                assert self.plan.tenant_offsets is not None
+                lo = self.plan.tenant_offsets[self.plan.tenant_of(rows) - 1]
+            else:
+                lo = np.zeros(rows.shape, dtype=np.int64)
+            size = rows - lo
+            empty = size == 0
+            safe = np.maximum(size, 1)
+        elif target.scoped and self.plan.scoped and target.spec.fq != self.spec.fq:
             assert target.tenant_offsets is not None
             tenant = self.plan.tenant_of(rows)
             lo = target.tenant_offsets[tenant - 1]
@@ -351,6 +388,14 @@ class _Eval:
     def _copy(self, c: ColumnSpec, key: int) -> Col:
         p = c.params
         src = self._deref(p["of"])
+        if "factor" in p:
+            if src.kind not in ("int", "dec"):
+                raise SpecError(f"{self.spec.fq}.{c.name}: factor needs a numeric source column")
+            lo, hi = (float(x) for x in p["factor"])
+            scale = int(p.get("scale", src.scale)) if src.kind == "dec" else 0
+            factor = lo + streams.uniform(key, self.rows) * (hi - lo)
+            values = src.values.astype(np.float64) * float(10 ** (scale - src.scale)) * factor
+            return Col(src.kind, np.rint(values).astype(np.int64), src.nulls, scale)
         if "jitter" not in p:
             return src
         if src.kind not in ("int", "dec"):

@@ -26,8 +26,8 @@ KINDS = {
     "tenant": (),
     "parent": (),
     "index": ("base",),
-    "ref": ("ref", "dist", "s", "weights"),
-    "copy": ("of", "drift", "jitter", "scale"),
+    "ref": ("ref", "dist", "s", "weights", "earlier"),
+    "copy": ("of", "drift", "jitter", "scale", "factor"),
     "int": ("min", "max", "dist", "s"),
     "money": ("min", "max"),
     "decimal": ("min", "max", "scale"),
@@ -144,11 +144,16 @@ def _column(fq: str, name: str, raw: Any) -> ColumnSpec:
     null_raw = params.pop(None, params.pop("null", 0.0))
     null = float(null_raw if null_raw is not None else 0.0)
     stable = params.pop("stable", False)
+    only_when = params.get("only_when")
+    if only_when is not None and not (
+        isinstance(only_when, dict) and all(isinstance(v, list) for v in only_when.values())
+    ):
+        raise SpecError(f"{where}: only_when must map a column to a list of values")
     if not isinstance(stable, bool):
         raise SpecError(f"{where}: stable must be true or false")
     if kind not in KINDS:
         raise SpecError(f"{where}: unknown kind {kind!r}; known: {', '.join(sorted(KINDS))}")
-    unknown = sorted(set(params) - set(KINDS[kind]))
+    unknown = sorted(set(params) - set(KINDS[kind]) - {"only_when"})
     if unknown:
         raise SpecError(f"{where}: kind {kind!r} takes no {', '.join(unknown)}")
     missing = [p for p in REQUIRED.get(kind, ()) if p not in params]

@@ -1,0 +1,715 @@
+"""Tests for pytest_heron.compare: hand-written cases, properties and ORDER BY analysis."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+import uuid
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from pytest_heron.compare import Comparison, _canon, compare, order_keys
+
+Rows = list[tuple[Any, ...]]
+
+UTC = dt.UTC
+PLUS2 = dt.timezone(dt.timedelta(hours=2))
+U1 = uuid.UUID("12345678-1234-5678-1234-567812345678")
+U2 = uuid.UUID("87654321-4321-8765-4321-876543218765")
+NAN = float("nan")
+INF = float("inf")
+
+
+def case(
+    name: str,
+    gold: Rows,
+    pred: Rows,
+    equal: bool,
+    mentions: Sequence[str] = (),
+    **kwargs: Any,
+) -> Any:
+    return pytest.param(gold, pred, kwargs, equal, tuple(mentions), id=name)
+
+
+CASES = [
+    # --- multiset semantics -------------------------------------------------------------------
+    case("identical", [(1, "a"), (2, "b")], [(1, "a"), (2, "b")], True),
+    case("row order ignored", [(1, "a"), (2, "b"), (3, "c")], [(3, "c"), (1, "a"), (2, "b")], True),
+    case(
+        "multiplicity matters",
+        [(1,), (1,), (2,)],
+        [(1,), (2,), (2,)],
+        False,
+        ["first missing row (in gold, not predicted): (1,)", "first extra row", "(2,)"],
+    ),
+    case(
+        "extra duplicate",
+        [(1,), (2,)],
+        [(1,), (2,), (2,)],
+        False,
+        [
+            "row counts differ: gold 2, predicted 3",
+            "first extra row (predicted, not in gold): (2,)",
+        ],
+    ),
+    case(
+        "row counts differ",
+        [(i, "x") for i in range(12)],
+        [(i, "x") for i in range(10)],
+        False,
+        ["row counts differ: gold 12, predicted 10", "first missing row", "(10, 'x')"],
+    ),
+    case(
+        "rows must pair up, not just columns",
+        [(1, "a"), (2, "b")],
+        [(1, "b"), (2, "a")],
+        False,
+        ["first missing row (in gold, not predicted): (1, 'a')"],
+    ),
+    # --- empty results ------------------------------------------------------------------------
+    case("both empty", [], [], True),
+    case(
+        "empty prediction",
+        [(1,)],
+        [],
+        False,
+        ["row counts differ: gold 1, predicted 0", "first missing row", "(1,)"],
+    ),
+    case(
+        "empty gold",
+        [],
+        [(1, 2)],
+        False,
+        ["row counts differ: gold 0, predicted 1", "first extra row", "(1, 2)"],
+    ),
+    case("zero-column rows", [(), ()], [(), ()], True),
+    case("zero-column rows, count differs", [(), ()], [()], False, ["row counts differ"]),
+    # --- shape: column permutation, counts, superset -------------------------------------------
+    case("columns permuted", [(1, "a", 2.5), (2, "b", 3.5)], [("b", 3.5, 2), ("a", 2.5, 1)], True),
+    case(
+        "column count differs",
+        [(1, 2, 3)],
+        [(1, 2)],
+        False,
+        ["column count differs: gold 3, predicted 2"],
+    ),
+    case("extra column rejected by default", [(1,)], [(1, "x")], False, ["column count differs"]),
+    case(
+        "extra column allowed with superset",
+        [(1,), (2,)],
+        [("x", 2), ("y", 1)],
+        True,
+        superset=True,
+    ),
+    case(
+        "superset still needs every gold column",
+        [(1, "a")],
+        [(1, "b", "c")],
+        False,
+        ["no column of the prediction matches gold column 2", "'a'"],
+        superset=True,
+    ),
+    case(
+        "superset: fewer predicted columns",
+        [(1, 2)],
+        [(1,)],
+        False,
+        ["column count differs: gold 2, predicted 1"],
+        superset=True,
+    ),
+    case(
+        "superset: a predicted column cannot serve two gold columns",
+        [(1, 1), (2, 2)],
+        [(1, "x"), (2, "y")],
+        False,
+        ["no column of the prediction matches gold column"],
+        superset=True,
+    ),
+    case(
+        "superset: duplicates counted after projection",
+        [(1,), (1,)],
+        [(1, "a"), (1, "b")],
+        True,
+        superset=True,
+    ),
+    case(
+        "no matching column",
+        [(Decimal("12.50"), "EUR"), (Decimal("7.00"), "USD")],
+        [("12.50", "EUR"), ("7.00", "USD")],
+        False,
+        ["no column of the prediction matches gold column 1 (values like 12.50, 7.00)"],
+    ),
+    case("identical columns tie", [(1, 1, "a"), (2, 2, "b")], [(2, 2, "b"), (1, 1, "a")], True),
+    case(
+        "tied columns resolved by the row pairing",
+        [(1, 10, 20), (2, 20, 10), (3, 30, 30)],
+        [(1, 20, 10), (2, 10, 20), (3, 30, 30)],
+        True,  # swap the two tied columns: (id, b, a)
+    ),
+    case(
+        "tied columns, but no mapping pairs the rows",
+        [(1, 10, 20), (2, 20, 10)],
+        [(1, 10, 20), (2, 10, 20)],
+        False,
+    ),
+    case(
+        "symmetric pairs are indistinguishable under permutation",
+        [(1, 2), (2, 1)],
+        [(2, 1), (1, 2)],
+        True,
+    ),
+    # --- numbers ------------------------------------------------------------------------------
+    case("int equals Decimal", [(1,), (2,)], [(Decimal("1.000"),), (Decimal("2"),)], True),
+    case("float sum equals Decimal", [(0.1 + 0.2,)], [(Decimal("0.3"),)], True),
+    case("relative tolerance inside", [(1000.0,)], [(1000.0009,)], True),
+    case("relative tolerance outside", [(1000.0,)], [(1000.01,)], False),
+    case("absolute tolerance below 1, inside", [(0.0,)], [(9e-7,)], True),
+    case("absolute tolerance below 1, outside", [(0.0,)], [(2e-6,)], False),
+    case("1e-4 relative is too far", [(1.0,)], [(1.0001,)], False),
+    case("large values relative", [(10**12,)], [(10**12 + 10**5,)], True),
+    case("large values relative, outside", [(10**12,)], [(10**12 + 10**7,)], False),
+    case("ints within tolerance at 1e7", [(10_000_000,)], [(10_000_004.0,)], True),
+    case("huge ints and Decimals", [(10**400,)], [(Decimal(10) ** 400,)], True),
+    case(
+        "huge Decimal within tolerance", [(Decimal("1e400"),)], [(Decimal("1.0000001e400"),)], True
+    ),
+    case("huge int is not infinity", [(10**400,)], [(INF,)], False),
+    case("bigints compare with the numeric tolerance", [(10**15,)], [(10**15 + 1,)], True),
+    case(
+        "straddle inside a multi-column row",
+        [(1, 0.0000005, "a"), (2, 0.25, "b")],
+        [(2, 0.25, "b"), (1, 0.00000049999, "a")],
+        True,
+    ),
+    case("nan equals nan", [(NAN,)], [(NAN,)], True),
+    case("float nan equals Decimal NaN", [(NAN, 1)], [(Decimal("NaN"), 1)], True),
+    case("nan is not a number", [(NAN,)], [(0.0,)], False),
+    case("nan is not NULL", [(NAN,)], [(None,)], False),
+    case("negative zero", [(-0.0,), (1,)], [(0,), (1.0,)], True),
+    case("infinity", [(INF,), (-INF,)], [(-INF,), (Decimal("Infinity"),)], True),
+    case("infinity sign", [(INF,)], [(-INF,)], False),
+    case("infinity is not a big number", [(INF,)], [(1e308,)], False),
+    case("bool is not int", [(True,)], [(1,)], False),
+    case("bool is not int (false)", [(False,), (True,)], [(0,), (1,)], False),
+    case("bools compare", [(True,), (False,)], [(False,), (True,)], True),
+    # --- NULL, text, bytes, misc -------------------------------------------------------------
+    case("NULL equals NULL", [(None, 1)], [(None, 1)], True),
+    case("NULL is not zero", [(None,)], [(0,)], False),
+    case("NULL is not empty string", [(None,)], [("",)], False),
+    case("text is case sensitive", [("Apple",)], [("apple",)], False),
+    case("text is not trimmed", [("a ",)], [("a",)], False),
+    case("text is not a number", [("1",)], [(1,)], False),
+    case("bytes", [(b"\x00\x01",)], [(b"\x00\x01",)], True),
+    case("bytes are not text", [(b"a",)], [("a",)], False),
+    case("uuid", [(U1,), (U2,)], [(U2,), (U1,)], True),
+    case("uuid is not its text", [(U1,)], [(str(U1),)], False),
+    case("mixed types in one column", [(1,), ("a",), (None,)], [(None,), (1,), ("a",)], True),
+    # --- time ---------------------------------------------------------------------------------
+    case(
+        "aware datetimes compare as instants",
+        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
+        [(dt.datetime(2024, 1, 1, 14, tzinfo=PLUS2),)],
+        True,
+    ),
+    case(
+        "aware datetimes, different instants",
+        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
+        [(dt.datetime(2024, 1, 1, 12, tzinfo=PLUS2),)],
+        False,
+    ),
+    case(
+        "naive is not aware",
+        [(dt.datetime(2024, 1, 1, 12),)],
+        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
+        False,
+    ),
+    case("naive equals naive", [(dt.datetime(2024, 1, 1),)], [(dt.datetime(2024, 1, 1),)], True),
+    case("date is not a timestamp", [(dt.date(2024, 1, 1),)], [(dt.datetime(2024, 1, 1),)], False),
+    case("dates", [(dt.date(2024, 1, 1),)], [(dt.date(2024, 1, 1),)], True),
+    case("time", [(dt.time(10, 30),)], [(dt.time(10, 30),)], True),
+    case("time differs", [(dt.time(10, 30),)], [(dt.time(10, 31),)], False),
+    case("interval", [(dt.timedelta(days=1),)], [(dt.timedelta(hours=24),)], True),
+    case(
+        "interval differs", [(dt.timedelta(days=1),)], [(dt.timedelta(days=1, seconds=1),)], False
+    ),
+    # --- arrays and json ---------------------------------------------------------------------
+    case("arrays elementwise", [([1, 2.0000001, None],)], [([1.0, Decimal(2), None],)], True),
+    case("array order matters", [([1, 2],)], [([2, 1],)], False),
+    case("array length matters", [([1, 2],)], [([1, 2, 2],)], False),
+    case("nested arrays", [([[1, 2], [3]],)], [([[1.0, 2], [3.0000001]],)], True),
+    case("nested arrays differ", [([[1, 2], [3]],)], [([[1, 2], [4]],)], False),
+    case(
+        "json objects",
+        [({"a": 1, "b": [1.5, None], "c": {"d": "x"}},)],
+        [({"c": {"d": "x"}, "b": [1.5000001, None], "a": 1.0},)],
+        True,
+    ),
+    case("json extra key", [({"a": 1},)], [({"a": 1, "b": None},)], False),
+    case("json bool is not number", [({"a": True},)], [({"a": 1},)], False),
+    case("json is not text", [({"a": 1},)], [('{"a": 1}',)], False),
+    # --- order --------------------------------------------------------------------------------
+    case(
+        "ordered, same order",
+        [(1, "a"), (2, "b"), (3, "c")],
+        [(1, "a"), (2, "b"), (3, "c")],
+        True,
+        order=(0,),
+    ),
+    case(
+        "ordered, wrong order",
+        [(1, "a"), (2, "b")],
+        [(2, "b"), (1, "a")],
+        False,
+        ["order differs at row 1: expected a row with keys (1,), got (2,)"],
+        order=(0,),
+    ),
+    case(
+        "ordered keys as in the brief",
+        [("2023-05", 1), ("2023-06", 2), ("2023-07", 3), ("2023-08", 4)],
+        [("2023-05", 1), ("2023-06", 2), ("2023-08", 4), ("2023-07", 3)],
+        False,
+        ["order differs at row 3: expected a row with keys ('2023-07',), got ('2023-08',)"],
+        order=(0,),
+    ),
+    case(
+        "ties may come in any order",
+        [(1, "a"), (1, "b"), (2, "c")],
+        [(1, "b"), (1, "a"), (2, "c")],
+        True,
+        order=(0,),
+    ),
+    case(
+        "ties must stay in their group",
+        [(1, "a"), (1, "b"), (2, "c"), (2, "d")],
+        [(1, "a"), (2, "c"), (1, "b"), (2, "d")],
+        False,
+        ["order differs at row 2"],
+        order=(0,),
+    ),
+    case(
+        "full order enforced with ()",
+        [(1, "a"), (1, "b")],
+        [(1, "b"), (1, "a")],
+        False,
+        ["order differs at row 1: expected (1, 'a'), got (1, 'b')"],
+        order=(),
+    ),
+    case(
+        "ordered with permuted columns",
+        [("x", 1), ("y", 2), ("z", 3)],
+        [(1, "x"), (2, "y"), (3, "z")],
+        True,
+        order=(1,),
+    ),
+    case(
+        "ordered on two keys, descending",
+        [(2, "b", 0.5), (2, "a", 0.7), (1, "c", 0.1)],
+        [(2, "b", 0.5), (2, "a", 0.7), (1, "c", 0.1)],
+        True,
+        order=(0, 1),
+    ),
+    case(
+        "ordered with tolerance",
+        [(1.0, "a"), (2.0, "b")],
+        [(1.0000001, "a"), (2.0000001, "b")],
+        True,
+        order=(0,),
+    ),
+    case(
+        "ordered, data differs",
+        [(1, "a"), (2, "b")],
+        [(1, "a"), (2, "c")],
+        False,
+        ["first missing row (in gold, not predicted): (2, 'b')"],
+        order=(0,),
+    ),
+    case("invalid order index means full order", [(1,), (2,)], [(2,), (1,)], False, order=(5,)),
+    case("order is ignored when unordered", [(1,), (2,)], [(2,), (1,)], True, order=None),
+    # --- malformed input never raises ---------------------------------------------------------
+    case("ragged gold", [(1,), (1, 2)], [(1,), (1, 2)], False, ["gold rows"]),
+    case("ragged prediction", [(1, 2), (3, 4)], [(1, 2), (3,)], False, ["predicted rows"]),
+    case("rows that are not sequences", [(1,)], [1, 2], False, ["could not be compared"]),  # type: ignore[list-item]
+    case("unhashable odd values", [({1, 2},)], [({1, 2},)], True),  # sets compare via repr
+]
+
+
+@pytest.mark.parametrize(("gold", "pred", "kwargs", "equal", "mentions"), CASES)
+def test_cases(
+    gold: Rows, pred: Rows, kwargs: dict[str, Any], equal: bool, mentions: tuple[str, ...]
+) -> None:
+    result = compare(gold, pred, **kwargs)
+    assert isinstance(result, Comparison)
+    assert result.equal is equal, result.reason
+    assert result.gold_rows == len(gold)
+    assert result.pred_rows == len(pred)
+    if equal:
+        assert result.reason == ""
+    else:
+        assert result.reason
+        assert len(result.reason) < 700
+    for text in mentions:
+        assert text in result.reason
+
+
+def test_reason_is_capped() -> None:
+    long = "x" * 10_000
+    result = compare([(long, 1)], [(long, 2)])
+    assert not result.equal
+    assert len(result.reason) < 700
+
+
+def test_comparison_is_frozen() -> None:
+    result = compare([(1,)], [(1,)])
+    with pytest.raises(AttributeError):
+        result.equal = False  # type: ignore[misc]
+
+
+def test_many_tied_columns_stay_fast_and_correct() -> None:
+    rng = random.Random(7)
+    width = 8
+    gold = [tuple(rng.randrange(3) for _ in range(width)) for _ in range(300)]
+    perm = list(range(width))
+    rng.shuffle(perm)
+    pred = [tuple(r[k] for k in perm) for r in gold]
+    rng.shuffle(pred)
+    assert compare(gold, pred).equal
+    broken = [*pred[:-1], tuple(reversed(pred[-1]))]
+    if sorted(broken) != sorted(pred):
+        assert not compare(gold, broken).equal
+
+
+# --------------------------------------------------------------------------------------------
+# properties
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(10**15), max_value=10**15),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.decimals(allow_nan=True, allow_infinity=True, places=None),
+    st.text(max_size=4),
+    st.binary(max_size=3),
+    st.dates(),
+    st.datetimes(),
+    st.datetimes(
+        timezones=st.builds(
+            dt.timezone, st.timedeltas(dt.timedelta(hours=-12), dt.timedelta(hours=12))
+        )
+    ),
+    st.times(),
+    st.timedeltas(),
+    st.uuids(),
+)
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=3),
+    st.dictionaries(st.text(max_size=3), scalars, max_size=3),
+)
+
+
+@st.composite
+def tables(draw: st.DrawFn, elements: st.SearchStrategy[Any] = values) -> Rows:
+    width = draw(st.integers(min_value=1, max_value=4))
+    rows = draw(st.lists(st.tuples(*[elements] * width), max_size=8))
+    return rows
+
+
+PROPS = settings(
+    max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@PROPS
+@given(tables())
+def test_reflexive(rows: Rows) -> None:
+    assert compare(rows, list(rows)).equal
+    assert compare(rows, list(rows), order=()).equal
+    if rows:
+        assert compare(rows, list(rows), order=(0,)).equal
+
+
+@PROPS
+@given(tables(), st.data())
+def test_symmetric(a: Rows, data: st.DataObject) -> None:
+    width = len(a[0]) if a else 2
+    mode = data.draw(st.sampled_from(["random", "shuffled", "edited"]))
+    if mode == "random":
+        b = data.draw(st.lists(st.tuples(*[values] * width), max_size=8))
+    else:
+        b = list(a)
+        data.draw(st.randoms()).shuffle(b)
+        if mode == "edited" and b:
+            k = data.draw(st.integers(0, len(b) - 1))
+            b[k] = data.draw(st.tuples(*[values] * width))
+    if not a or not b:
+        assume((not a and not b) or len((a or b)[0]) == width)
+    assert compare(a, b).equal == compare(b, a).equal
+
+
+@PROPS
+@given(tables(), st.randoms())
+def test_row_order_invariance_when_unordered(rows: Rows, rnd: random.Random) -> None:
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    assert compare(rows, shuffled).equal
+
+
+@st.composite
+def tagged_tables(draw: st.DrawFn) -> Rows:
+    """Exact values, each column from its own domain, so no column can stand in for another."""
+    width = draw(st.integers(min_value=1, max_value=3))
+    cells = [st.one_of(st.integers(100 * j - 3, 100 * j + 3), _letters(j)) for j in range(width)]
+    return draw(st.lists(st.tuples(*cells), max_size=8))
+
+
+def _letters(column: int) -> st.SearchStrategy[str]:
+    return st.sampled_from([f"{c}@{column}" for c in "abc"])
+
+
+@PROPS
+@given(tagged_tables(), st.randoms(), st.data())
+def test_row_order_enforced_when_ordered(
+    rows: Rows, rnd: random.Random, data: st.DataObject
+) -> None:
+    assume(len(rows) >= 2)
+    key = data.draw(st.integers(0, len(rows[0]) - 1))
+    # gold produced by ORDER BY is sorted on its key, so equal keys are adjacent
+    rows = sorted(rows, key=lambda r: (type(r[key]).__name__, r[key]))
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    keys_changed = [r[key] for r in rows] != [r[key] for r in shuffled]
+    result = compare(rows, shuffled, order=(key,))
+    assert result.equal is (not keys_changed)
+    if keys_changed:
+        assert "order differs" in result.reason
+    full = compare(rows, shuffled, order=())
+    assert full.equal is (rows == shuffled)
+
+
+@PROPS
+@given(tagged_tables(), st.data())
+def test_duplicate_sensitive(rows: Rows, data: st.DataObject) -> None:
+    assume(rows)
+    k = data.draw(st.integers(0, len(rows) - 1))
+    assert not compare(rows, [*rows, rows[k]]).equal
+    assert not compare([*rows, rows[k]], rows).equal
+    # same row count, one row replaced by a copy of a different row
+    j = data.draw(st.integers(0, len(rows) - 1))
+    assume(rows[j] != rows[k])
+    changed = list(rows)
+    changed[j] = rows[k]
+    assert not compare(rows, changed).equal
+
+
+@PROPS
+@given(tables(), st.randoms())
+def test_column_permutation_invariant(rows: Rows, rnd: random.Random) -> None:
+    assume(rows)
+    perm = list(range(len(rows[0])))
+    rnd.shuffle(perm)
+    permuted = [tuple(r[p] for p in perm) for r in rows]
+    rnd.shuffle(permuted)
+    assert compare(rows, permuted).equal
+    extra = [(*r, "extra") for r in permuted]
+    assert compare(rows, extra, superset=True).equal
+    assert not compare(rows, extra).equal
+
+
+class _Weird:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing me")
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no printing me")
+
+
+anything = st.one_of(
+    values,
+    st.just(Decimal("sNaN")),
+    st.just(object()),
+    st.just(_Weird()),
+    st.complex_numbers(),
+    st.frozensets(st.integers(), max_size=2),
+    st.tuples(st.integers(), st.text(max_size=2)),
+    st.recursive(
+        st.integers() | st.text(max_size=2), lambda c: st.lists(c, max_size=2), max_leaves=5
+    ),
+)
+
+
+@PROPS
+@given(
+    st.lists(st.lists(anything, max_size=3).map(tuple), max_size=5),
+    st.lists(st.lists(anything, max_size=3).map(tuple), max_size=5),
+    st.one_of(st.none(), st.tuples(st.integers(-2, 4)), st.just(())),
+    st.booleans(),
+)
+def test_never_raises(
+    gold: Rows, pred: Rows, order: tuple[int, ...] | None, superset: bool
+) -> None:
+    result = compare(gold, pred, order=order, superset=superset)
+    assert isinstance(result, Comparison)
+    assert isinstance(result.equal, bool)
+    assert isinstance(result.reason, str)
+    assert result.equal == (result.reason == "")
+
+
+def test_never_raises_on_non_sequences() -> None:
+    assert not compare(None, [(1,)]).equal  # type: ignore[arg-type]
+    assert not compare([(1,)], 5).equal  # type: ignore[arg-type]
+
+
+finite = st.floats(min_value=-1e300, max_value=1e300, allow_nan=False, allow_subnormal=True)
+float_cells = st.one_of(finite, st.integers(-50, 50), st.text(max_size=2), st.none())
+
+
+@PROPS
+@given(tables(float_cells), st.data())
+def test_small_float_perturbation_keeps_equality(rows: Rows, data: st.DataObject) -> None:
+    rnd = data.draw(st.randoms())
+
+    def nudge(v: Any) -> Any:
+        if isinstance(v, float):
+            return v * (1 + rnd.uniform(-1e-7, 1e-7))
+        return v
+
+    perturbed = [tuple(nudge(v) for v in r) for r in rows]
+    rnd.shuffle(perturbed)
+    assert compare(rows, perturbed).equal
+
+
+@PROPS
+@given(tables(float_cells), st.data())
+def test_large_float_perturbation_breaks_equality(rows: Rows, data: st.DataObject) -> None:
+    spots = [(i, j) for i, r in enumerate(rows) for j, v in enumerate(r) if isinstance(v, float)]
+    assume(spots)
+    i, j = data.draw(st.sampled_from(spots))
+    old = rows[i][j]
+    step = data.draw(st.floats(min_value=1e-4, max_value=1.0)) * max(1.0, abs(old))
+    new = old + step if data.draw(st.booleans()) else old - step
+    # the new value must not be close to any value of its column, or it could pair elsewhere
+    column = [r[j] for r in rows if isinstance(r[j], (int, float))]
+    assume(all(abs(new - v) > 2e-6 * max(1.0, abs(new), abs(v)) for v in column))
+    changed = list(rows)
+    changed[i] = (*rows[i][:j], new, *rows[i][j + 1 :])
+    assert not compare(rows, changed).equal
+
+
+MID = 100.5 / 2**20  # halfway between two points of the grid used for grouping
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (MID + 1e-9, MID - 1e-9),
+        (MID + 1e-9, Decimal(MID) - Decimal("1e-9")),
+        (3 * 2**30 + 2**10 + 1e-3, 3 * 2**30 + 2**10 - 1e-3),  # 21 significant bits, above 1
+    ],
+)
+def test_values_straddling_a_grid_boundary_still_match(a: Any, b: Any) -> None:
+    assert _canon(a) != _canon(b)  # the case really exercises the tolerant re-pairing
+    assert compare([(a,), (0.25,)], [(0.25,), (b,)]).equal
+    assert compare([(1, a, "x"), (2, 7.5, "y")], [("y", 7.5, 2), ("x", b, 1)]).equal
+    assert compare([(1, a), (2, 5.0)], [(1, b), (2, 5.0)], order=(1,)).equal
+    assert compare([(a, "k")], [(b, "k")], order=()).equal
+    assert not compare([(a,), (a,)], [(b,), (0.5,)]).equal
+
+
+def test_perturbed_large_table() -> None:
+    rng = random.Random(3)
+    gold = [(i, rng.random() * 10 ** rng.randrange(-3, 6), f"k{i % 17}") for i in range(3000)]
+    pred = [(k, v * (1 + rng.uniform(-1e-7, 1e-7)), i) for i, v, k in gold]
+    rng.shuffle(pred)
+    assert compare(gold, pred).equal
+
+
+# --------------------------------------------------------------------------------------------
+# order_keys
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        pytest.param("SELECT a, b FROM t", None, id="no order by"),
+        pytest.param("SELECT a, b FROM t ORDER BY 2", (1,), id="ordinal"),
+        pytest.param("SELECT a, b FROM t ORDER BY 2 DESC, 1", (1, 0), id="two ordinals"),
+        pytest.param("SELECT a, b FROM t ORDER BY 3", (), id="ordinal out of range"),
+        pytest.param("SELECT a, count(*) AS n FROM t GROUP BY a ORDER BY n DESC", (1,), id="alias"),
+        pytest.param('SELECT a AS "Total" FROM t ORDER BY "Total"', (0,), id="quoted alias"),
+        pytest.param("SELECT A FROM t ORDER BY a", (0,), id="case-folded name"),
+        pytest.param("SELECT t.a FROM t ORDER BY a", (0,), id="output column name"),
+        pytest.param("SELECT t.a AS x FROM t ORDER BY t.a", (0,), id="qualified column"),
+        pytest.param("SELECT b AS a, a AS c FROM t ORDER BY a", (0,), id="output name wins"),
+        pytest.param("SELECT a, sum(b) FROM t GROUP BY a ORDER BY SUM(b)", (1,), id="expression"),
+        pytest.param(
+            "SELECT a, b + 1 AS c FROM t ORDER BY b + 1", (1,), id="expression ignoring alias"
+        ),
+        pytest.param(
+            "SELECT date_trunc('month', d) AS m, count(*) FROM t GROUP BY 1 ORDER BY m, 2",
+            (0, 1),
+            id="alias and ordinal",
+        ),
+        pytest.param("SELECT a FROM t ORDER BY b", (), id="key not in projection"),
+        pytest.param("SELECT a FROM t ORDER BY a, random()", (), id="one key unmappable"),
+        pytest.param(
+            "WITH c AS (SELECT a FROM t ORDER BY a) SELECT a FROM c", None, id="order in cte only"
+        ),
+        pytest.param(
+            "SELECT x.a FROM (SELECT a FROM t ORDER BY a LIMIT 5) x", None, id="order in subquery"
+        ),
+        pytest.param(
+            "WITH c AS (SELECT a, b FROM t ORDER BY b) SELECT a, b FROM c ORDER BY 1",
+            (0,),
+            id="cte and top level",
+        ),
+        pytest.param(
+            "SELECT a, b FROM t UNION ALL SELECT c, d FROM u ORDER BY 2", (1,), id="union ordinal"
+        ),
+        pytest.param(
+            "SELECT a AS k FROM t UNION SELECT b FROM u ORDER BY k", (0,), id="union output name"
+        ),
+        pytest.param("SELECT a FROM t UNION SELECT b FROM u", None, id="union unordered"),
+        pytest.param(
+            "(SELECT a FROM t ORDER BY a) UNION (SELECT b FROM u)",
+            None,
+            id="order inside a union branch",
+        ),
+        pytest.param("(SELECT a, b FROM t ORDER BY b)", (1,), id="parenthesised query"),
+        pytest.param("SELECT * FROM t ORDER BY 1", (), id="star"),
+        pytest.param("SELECT t.* FROM t ORDER BY a", (), id="qualified star"),
+        pytest.param("SELECT a FROM t ORDER BY a LIMIT 10", (0,), id="with limit"),
+        pytest.param("SELEC a FRM t", (), id="unparseable"),
+        pytest.param("", (), id="empty"),
+        pytest.param("SELECT 1; SELECT 2", (), id="two statements"),
+    ],
+)
+def test_order_keys(sql: str, expected: tuple[int, ...] | None) -> None:
+    assert order_keys(sql) == expected
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.text(max_size=40))
+def test_order_keys_never_raises(sql: str) -> None:
+    result = order_keys(sql)
+    assert result is None or (isinstance(result, tuple) and all(isinstance(k, int) for k in result))
+
+
+def test_order_keys_feeds_compare() -> None:
+    sql = "SELECT region, sum(amount) AS total FROM sales GROUP BY region ORDER BY total DESC"
+    keys = order_keys(sql)
+    assert keys == (1,)
+    gold = [("north", 30), ("south", 20), ("east", 20), ("west", 5)]
+    assert compare(
+        gold, [(30, "north"), (20, "east"), (20, "south"), (5, "west")], order=keys
+    ).equal
+    assert not compare(
+        gold, [(20, "east"), (30, "north"), (20, "south"), (5, "west")], order=keys
+    ).equal

@@ -224,6 +224,8 @@ CREATE INDEX ix_countries_default_currency_code ON core.countries (default_curre
 ALTER TABLE core.platform_plans ADD CONSTRAINT fk_platform_plans_currency_code FOREIGN KEY (currency_code) REFERENCES core.currencies(code);
 CREATE INDEX ix_platform_plans_currency_code ON core.platform_plans (currency_code);
 
+ALTER TABLE core.fx_feeds ADD CONSTRAINT fk_fx_feeds_code FOREIGN KEY (code) REFERENCES core.currencies(code);
+
 ALTER TABLE core.fx_rates ADD CONSTRAINT fk_fx_rates_currency_code FOREIGN KEY (currency_code) REFERENCES core.currencies(code);
 CREATE INDEX ix_fx_rates_currency_code ON core.fx_rates (currency_code);
 CREATE INDEX ix_fx_rates_rate_date ON core.fx_rates (rate_date);

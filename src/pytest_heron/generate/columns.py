@@ -439,18 +439,21 @@ class _Eval:
             else:
                 field = self._field(c, name)
                 nulls = nulls | field.nulls
-                texts = [format(v, fmt) for v in field.values.tolist()]
+                values = field.values.tolist()
+                texts = [format(v, fmt) for v in values] if fmt else [str(v) for v in values]
             parts.append((m.group(0), texts))
         pieces = _FIELD.split(template)
         # _FIELD has two groups, so split() yields literal, name, spec, literal, ...
         literals = pieces[0::3]
-        out = []
-        for r in range(len(self.rows)):
-            buf = [literals[0]]
-            for j, (_, texts) in enumerate(parts):
-                buf.append(texts[r])
-                buf.append(literals[j + 1])
-            out.append("".join(buf))
+        n = len(self.rows)
+        columns: list[list[str]] = []
+        for j, (_, texts) in enumerate(parts):
+            if literals[j]:
+                columns.append([literals[j]] * n)
+            columns.append(texts)
+        if literals[-1]:
+            columns.append([literals[-1]] * n)
+        out = ["".join(row) for row in zip(*columns, strict=True)] if columns else [""] * n
         return Col("text", np.asarray(out, dtype=object), nulls)
 
     def _field(self, c: ColumnSpec, name: str) -> Col:

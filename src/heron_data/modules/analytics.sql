@@ -13,6 +13,7 @@ CREATE TABLE analytics.metrics (
     is_higher_better boolean NOT NULL
 );
 COMMENT ON TABLE analytics.metrics IS 'The KPIs the platform''s reports know, with their official definitions (the description column spells out how each one is computed from the tables). Lookup table, the same for every tenant.';
+COMMENT ON COLUMN analytics.metrics.description IS 'The official definition of the metric: which rows, which columns, which statuses.';
 COMMENT ON COLUMN analytics.metrics.unit IS 'count = a number of things; money = an amount in a currency (targets in kpi_targets.target_amount_minor); percent = a share 0-100; seconds = a duration.';
 COMMENT ON COLUMN analytics.metrics.is_higher_better IS 'False for metrics that should go down (bounce rate, cart abandonment, return rate).';
 
@@ -266,6 +267,7 @@ CREATE TABLE analytics.kpi_targets (
     created_at timestamptz NOT NULL
 );
 COMMENT ON TABLE analytics.kpi_targets IS 'Quarterly goals a tenant sets for its KPIs (analytics.metrics). Periods are FISCAL quarters: period_year / period_quarter count from the tenant''s core.tenant_settings.fiscal_year_start_month, so for a tenant starting its year in April, fiscal Q1 2024 is April-June 2024. A tenant may have several targets for the same metric and quarter (revisions); the latest created_at is the one in force.';
+COMMENT ON COLUMN analytics.kpi_targets.metric_code IS 'The KPI; its unit (analytics.metrics.unit) says whether target_value or target_amount_minor holds the target.';
 COMMENT ON COLUMN analytics.kpi_targets.period_year IS 'Fiscal year, named after the calendar year in which it starts.';
 COMMENT ON COLUMN analytics.kpi_targets.period_quarter IS 'Fiscal quarter 1-4.';
 COMMENT ON COLUMN analytics.kpi_targets.target_value IS 'Target for count, percent and seconds metrics (percent as 0-100); NULL for money metrics.';

@@ -138,6 +138,8 @@ COMMENT ON TABLE audit.data_access_logs IS 'Read access to sensitive data (who v
 COMMENT ON COLUMN audit.data_access_logs.access_channel IS 'web_ui = tenant back office; api = through an API key; report_download = a generated report file was downloaded.';
 COMMENT ON COLUMN audit.data_access_logs.user_id IS 'Staff user who accessed the data; NULL when access_channel = ''api'' (then api_key_id is set).';
 COMMENT ON COLUMN audit.data_access_logs.api_key_id IS 'API key used; set only when access_channel = ''api''.';
+COMMENT ON COLUMN audit.data_access_logs.access_type IS 'view = opened on screen; export = list downloaded as CSV/Excel from a screen; print; bulk_download = many documents (e.g. invoice PDFs) at once.';
+COMMENT ON COLUMN audit.data_access_logs.occurred_at IS 'When the data was accessed.';
 COMMENT ON COLUMN audit.data_access_logs.resource_type IS 'Kind of data accessed. Reports and price lists are not tied to one customer.';
 COMMENT ON COLUMN audit.data_access_logs.customer_id IS 'Customer account whose data was accessed, for resource types customer, customer_contact, order and invoice; NULL for reports and price lists.';
 COMMENT ON COLUMN audit.data_access_logs.record_count IS 'Number of records shown or exported by this access (1 for a detail view).';
@@ -159,6 +161,7 @@ COMMENT ON TABLE audit.api_request_logs IS 'Sampled log of requests to the publi
 COMMENT ON COLUMN audit.api_request_logs.endpoint IS 'Route template of the request (:id stands for a record id).';
 COMMENT ON COLUMN audit.api_request_logs.status_code IS 'HTTP status returned. A "failed request" is status_code >= 400; "server errors" are >= 500 (the platform''s fault), 4xx are client errors; 429 = throttled by the rate limiter (see ops.rate_limit_events). Error rate = failed requests / all requests.';
 COMMENT ON COLUMN audit.api_request_logs.duration_ms IS 'Server-side processing time in milliseconds ("latency"); percentiles use percentile_cont over this column.';
+COMMENT ON COLUMN audit.api_request_logs.response_bytes IS 'Size of the response body in bytes (0 for 204 No Content and many errors).';
 COMMENT ON COLUMN audit.api_request_logs.requested_at IS 'When the request arrived; created_at is when the log line was stored.';
 
 -- ---------------------------------------------------------------------------------------------
@@ -284,10 +287,12 @@ CREATE TABLE audit.impersonation_sessions (
 COMMENT ON TABLE audit.impersonation_sessions IS 'Sessions in which the platform operator''s support staff logged in as one of the tenant''s users ("login as", "act as user") to help or investigate. Changes made during a session are logged in audit.audit_events with actor_type = ''platform_support''.';
 COMMENT ON COLUMN audit.impersonation_sessions.target_user_id IS 'The tenant staff user being impersonated.';
 COMMENT ON COLUMN audit.impersonation_sessions.support_agent_email IS 'E-mail of the operator''s support agent. Operator staff are not tenant users, so there is no core.users row for them; group by this column to count sessions per agent.';
+COMMENT ON COLUMN audit.impersonation_sessions.reason IS 'Why access was needed: support_ticket = answering a ticket; bug_reproduction; onboarding_help; data_fix = correcting data on the tenant''s behalf; security_investigation.';
 COMMENT ON COLUMN audit.impersonation_sessions.ticket_reference IS 'Support ticket number the session was opened for, as free text; NULL when none was given.';
 COMMENT ON COLUMN audit.impersonation_sessions.approved_by_user_id IS 'Tenant admin who approved the access request; NULL = break-glass access without tenant approval (allowed for security investigations and urgent incidents, reviewed afterwards).';
 COMMENT ON COLUMN audit.impersonation_sessions.is_read_only IS 'True when the agent could only look, not change anything.';
 COMMENT ON COLUMN audit.impersonation_sessions.created_at IS 'When the access was requested; the session starts after approval (started_at).';
+COMMENT ON COLUMN audit.impersonation_sessions.started_at IS 'When the agent actually entered the user''s account.';
 COMMENT ON COLUMN audit.impersonation_sessions.ended_at IS 'When the agent ended the session; NULL when it was never ended explicitly and timed out: such sessions count as lasting the maximum of 8 hours. Duration = COALESCE(ended_at, started_at + interval ''8 hours'') - started_at.';
 
 CREATE TABLE audit.compliance_reviews (

@@ -81,6 +81,7 @@ COMMENT ON COLUMN crm.accounts.customer_id IS 'The buying customer record of the
 COMMENT ON COLUMN crm.accounts.parent_account_id IS 'Parent company in a corporate group (subsidiary -> group); NULL for stand-alone or top-level accounts. Always an earlier-created account of the same tenant. "Total pipeline of a group" must walk the tree recursively.';
 COMMENT ON COLUMN crm.accounts.territory_id IS 'Sales territory the account belongs to; NULL when not assigned.';
 COMMENT ON COLUMN crm.accounts.owner_user_id IS 'Staff user who owns the account (account executive); NULL for unowned accounts.';
+COMMENT ON COLUMN crm.accounts.industry IS 'Industry (vertical) of the company as classified by the sales team.';
 COMMENT ON COLUMN crm.accounts.employee_count IS 'Approximate number of employees; NULL when unknown.';
 COMMENT ON COLUMN crm.accounts.currency_code IS 'Currency in which deals with the account are quoted (all its opportunities use it). For linked accounts it can differ from orders.customers.currency_code.';
 COMMENT ON COLUMN crm.accounts.deleted_at IS 'Soft delete: non-NULL means the account was deleted (often a merged duplicate). Its opportunities and notes remain; exclude deleted accounts from "current accounts".';
@@ -105,6 +106,7 @@ CREATE TABLE crm.leads (
 );
 COMMENT ON TABLE crm.leads IS 'People who showed interest (form fills, trade-show scans, referrals) and are not yet qualified buyers. A converted lead became (part of) a CRM account. Lead conversion rate = leads with status converted / all leads, by created_at cohort.';
 COMMENT ON COLUMN crm.leads.company_name IS 'Company as typed by the lead; free text, not linked to accounts or customers.';
+COMMENT ON COLUMN crm.leads.lead_source_code IS 'Channel through which the lead came in (lead source); inbound vs outbound is crm.lead_sources.is_inbound.';
 COMMENT ON COLUMN crm.leads.status IS 'new = not contacted yet; working = being contacted; nurturing = not ready, kept warm; qualified = sales-ready (an "SQL"); disqualified = not a fit; converted = turned into an account. Open leads = new, working, nurturing, qualified.';
 COMMENT ON COLUMN crm.leads.score IS 'Lead score 0-100 computed by the tenant''s scoring rules; "hot" leads score 80 or more.';
 COMMENT ON COLUMN crm.leads.owner_user_id IS 'Staff user working the lead; NULL while unassigned in the lead queue.';
@@ -185,6 +187,7 @@ CREATE TABLE crm.opportunity_items (
 );
 COMMENT ON TABLE crm.opportunity_items IS 'Deal line items: the SKUs (catalog variants) a deal is about, with quantities and proposed prices. Line value = quantity * unit_price_minor * (1 - discount_percent / 100). Many deals have no lines; the deal value reps report is opportunities.amount_minor, not the sum of its lines.';
 COMMENT ON COLUMN crm.opportunity_items.line_number IS 'Position of the line in the deal, from 1.';
+COMMENT ON COLUMN crm.opportunity_items.quantity IS 'Number of sellable units of the variant (see product_variants.pack_size for pieces per unit).';
 COMMENT ON COLUMN crm.opportunity_items.unit_price_minor IS 'Proposed price per unit in minor units of currency_code; starts from the variant''s catalog price (product_variants.price_minor) and is negotiated on about 60 % of lines.';
 COMMENT ON COLUMN crm.opportunity_items.discount_percent IS 'Line discount in percent; 0 for most lines.';
 COMMENT ON COLUMN crm.opportunity_items.currency_code IS 'Copy of opportunities.currency_code.';
@@ -211,6 +214,7 @@ CREATE TABLE crm.activities (
     CONSTRAINT ck_activities_duration_minutes CHECK (activity_type <> 'email' OR duration_minutes IS NULL)
 );
 COMMENT ON TABLE crm.activities IS 'Logged sales activities (calls, e-mails, meetings, product demos, site visits) of staff users with either a buyer of an existing customer (orders.customer_contacts) or a lead, never both. "Touches" / "touchpoints" = activities. The customer of a contact activity is reached through customer_contacts.customer_id.';
+COMMENT ON COLUMN crm.activities.activity_type IS 'call = phone call; email = e-mail sent or received; meeting = meeting in person or online; demo = product demonstration; site_visit = visit at the customer''s premises. "Meetings" in the broad sense (face time) = meeting, demo, site_visit.';
 COMMENT ON COLUMN crm.activities.related_to IS 'Whom the activity was with: contact = a customer contact (customer_contact_id set), lead = a lead (lead_id set).';
 COMMENT ON COLUMN crm.activities.customer_contact_id IS 'The buyer the activity was with; NULL unless related_to = contact.';
 COMMENT ON COLUMN crm.activities.lead_id IS 'The lead the activity was with; NULL unless related_to = lead.';

@@ -51,6 +51,7 @@ COMMENT ON COLUMN ops.integrations.name IS 'Display name chosen by the tenant; n
 COMMENT ON COLUMN ops.integrations.status IS 'active = syncing on schedule; paused = stopped by the tenant; error = stopped by the platform after repeated failures until someone fixes the credentials; disconnected = uninstalled (kept for history, see disconnected_at). "Live" / connected integrations = status IN (''active'', ''paused'', ''error''); "healthy" = active.';
 COMMENT ON COLUMN ops.integrations.sales_channel_id IS 'Sales channel whose orders this connector brings in; set only for marketplace and EDI providers (amazon_business, mirakl, edi_x12_sftp, edifact_as2), NULL for all others.';
 COMMENT ON COLUMN ops.integrations.api_key_id IS 'Platform API key the connector uses to call back into the platform; NULL when the connector works by file exchange or through its own OAuth app.';
+COMMENT ON COLUMN ops.integrations.installed_by_user_id IS 'Staff user who connected the integration.';
 COMMENT ON COLUMN ops.integrations.sync_interval_minutes IS 'Configured minutes between scheduled sync runs.';
 COMMENT ON COLUMN ops.integrations.last_synced_at IS 'Cached end time of the last successful sync as shown in the UI; NULL if never synced. Maintained separately from ops.sync_runs and can disagree with MAX(sync_runs.finished_at); use sync_runs for history.';
 COMMENT ON COLUMN ops.integrations.created_at IS 'When the connector was installed.';
@@ -120,6 +121,7 @@ COMMENT ON COLUMN ops.sync_run_errors.object_type IS 'Copy of sync_runs.object_t
 COMMENT ON COLUMN ops.sync_run_errors.severity IS 'warning = record processed with a caveat; error = record rejected.';
 COMMENT ON COLUMN ops.sync_run_errors.error_code IS 'AUTH_EXPIRED = outside system refused the credentials; TIMEOUT; VALIDATION = data rejected by a rule; NOT_FOUND = referenced record missing on the other side; DUPLICATE; MAPPING = no mapping for a code (unit, tax class, SKU); RATE_LIMITED = the other side throttled us.';
 COMMENT ON COLUMN ops.sync_run_errors.external_reference IS 'Identifier of the record in the outside system (ERP document number, marketplace order id); NULL when the error is not about one record.';
+COMMENT ON COLUMN ops.sync_run_errors.occurred_at IS 'When the problem was reported during the run.';
 COMMENT ON COLUMN ops.sync_run_errors.product_variant_id IS 'Platform SKU the error concerns; set only for product, inventory and price syncs (object_type products, inventory, prices), and not always then.';
 COMMENT ON COLUMN ops.sync_run_errors.order_id IS 'Platform order the error concerns; set only for order, invoice and shipment syncs.';
 
@@ -168,6 +170,7 @@ COMMENT ON COLUMN ops.webhook_deliveries.event_uid IS 'Unique identifier of the 
 COMMENT ON COLUMN ops.webhook_deliveries.attempt_count IS 'HTTP calls made for this delivery, first attempt included (1 = no retry).';
 COMMENT ON COLUMN ops.webhook_deliveries.response_status_code IS 'HTTP status of the last attempt; NULL when the last attempt got no response at all (timeout, DNS or TLS error), which is a failure too.';
 COMMENT ON COLUMN ops.webhook_deliveries.duration_ms IS 'Round-trip time of the last attempt in milliseconds.';
+COMMENT ON COLUMN ops.webhook_deliveries.payload_bytes IS 'Size of the JSON body sent, in bytes.';
 COMMENT ON COLUMN ops.webhook_deliveries.created_at IS 'When the event happened and the delivery was queued.';
 COMMENT ON COLUMN ops.webhook_deliveries.first_attempted_at IS 'When the first HTTP call was made. Queue lag = first_attempted_at - created_at; time to deliver = succeeded_at - created_at (successful deliveries only).';
 COMMENT ON COLUMN ops.webhook_deliveries.succeeded_at IS 'When an attempt got a 2xx answer; NULL for failed deliveries.';
@@ -233,6 +236,7 @@ CREATE TABLE ops.feature_flag_overrides (
     created_at timestamptz NOT NULL
 );
 COMMENT ON TABLE ops.feature_flag_overrides IS 'Per-tenant switches of feature flags, kept as a history: every change adds a row. The state in force for (tenant, flag) is the is_enabled of the row with the latest changed_at; a tenant without a row for a flag has ops.feature_flags.is_enabled_by_default. Counting rows with is_enabled = true does not count tenants that have the feature.';
+COMMENT ON COLUMN ops.feature_flag_overrides.is_enabled IS 'State the flag was switched to by this change (true = on).';
 COMMENT ON COLUMN ops.feature_flag_overrides.changed_by_user_id IS 'Tenant admin who flipped the switch; NULL when the platform operator did (beta enrolment, staged rollout, kill switch).';
 COMMENT ON COLUMN ops.feature_flag_overrides.reason IS 'Free-text note on why the flag was changed; often empty (NULL).';
 COMMENT ON COLUMN ops.feature_flag_overrides.changed_at IS 'When the switch took effect.';
@@ -252,6 +256,7 @@ CREATE TABLE ops.rate_limit_events (
 COMMENT ON TABLE ops.rate_limit_events IS 'One-minute windows in which a client went over its API rate limit. The throttled requests themselves appear with status_code 429 in audit.api_request_logs (which is sampled, so the counts differ).';
 COMMENT ON COLUMN ops.rate_limit_events.limit_scope IS 'Which limit was hit: per_key = the API key''s own limit (api_key_id set); per_tenant = the tenant''s total across all keys; per_ip = unauthenticated web store traffic from one address.';
 COMMENT ON COLUMN ops.rate_limit_events.api_key_id IS 'Offending API key; set only for limit_scope = ''per_key''.';
+COMMENT ON COLUMN ops.rate_limit_events.endpoint IS 'API route template on which the limit was hit (same values as audit.api_request_logs.endpoint).';
 COMMENT ON COLUMN ops.rate_limit_events.limit_per_minute IS 'Requests per minute allowed in the window.';
 COMMENT ON COLUMN ops.rate_limit_events.observed_requests IS 'Requests received in the window, always above the limit. Requests over the limit = observed_requests - limit_per_minute.';
 COMMENT ON COLUMN ops.rate_limit_events.action_taken IS 'throttled = excess requests answered with 429; blocked = client blocked for 15 minutes; alert_only = limit in monitoring mode, nothing rejected.';
@@ -275,6 +280,7 @@ COMMENT ON TABLE ops.storage_objects IS 'Files the platform stores for a tenant 
 COMMENT ON COLUMN ops.storage_objects.object_key IS 'Path of the file in the bucket.';
 COMMENT ON COLUMN ops.storage_objects.purpose IS 'Why the file exists: catalog_import = uploaded spreadsheet or feed; product_media = image or document; edi_inbound / edi_outbound = EDI messages received from / sent to buyers; invoice_pdf; data_export = file produced by an audit.data_exports job (not linked by id); attachment = file attached to a note or ticket.';
 COMMENT ON COLUMN ops.storage_objects.content_type IS 'MIME type reported at upload, e.g. text/csv, application/pdf.';
+COMMENT ON COLUMN ops.storage_objects.size_bytes IS 'File size in bytes. Divide by 1024^2 for MB, 1024^3 for GB.';
 COMMENT ON COLUMN ops.storage_objects.storage_class IS 'standard = hot storage; infrequent_access = cheaper, slower; archive = cold storage, must be restored before download.';
 COMMENT ON COLUMN ops.storage_objects.uploaded_by_user_id IS 'Staff user who uploaded the file; NULL for files the platform or an integration produced.';
 COMMENT ON COLUMN ops.storage_objects.integration_id IS 'Integration that exchanged the file; set only for EDI files (purpose edi_inbound / edi_outbound).';
@@ -324,6 +330,7 @@ CREATE TABLE ops.incident_updates (
     posted_at timestamptz NOT NULL
 );
 COMMENT ON TABLE ops.incident_updates IS 'Timeline entries of an incident (status page posts and internal notes). Order them by posted_at; an update''s status is the status announced in that post, the incident''s current status is ops.incidents.status.';
+COMMENT ON COLUMN ops.incident_updates.status IS 'Incident status announced in this update (same values as ops.incidents.status); not necessarily in chronological order of the lifecycle.';
 COMMENT ON COLUMN ops.incident_updates.is_public IS 'True when the update was published on the public status page; false = internal note for the response team.';
 COMMENT ON COLUMN ops.incident_updates.created_at IS 'When the update was drafted.';
 COMMENT ON COLUMN ops.incident_updates.posted_at IS 'When the update was published (or, for internal notes, saved).';
@@ -343,6 +350,8 @@ CREATE TABLE ops.maintenance_windows (
     actual_end_at timestamptz
 );
 COMMENT ON TABLE ops.maintenance_windows IS 'Planned maintenance of the platform announced to tenants in advance. Platform-wide (no tenant_id). Planned work is not an incident: availability reports usually exclude maintenance windows.';
+COMMENT ON COLUMN ops.maintenance_windows.affected_component IS 'Part of the platform being worked on (same values as ops.incidents.affected_component).';
+COMMENT ON COLUMN ops.maintenance_windows.affected_region IS 'Hosting region affected; global = all regions.';
 COMMENT ON COLUMN ops.maintenance_windows.affected_integration_provider_code IS 'Connector under maintenance; set only for affected_component = ''integrations'' (NULL there when all connectors are affected).';
 COMMENT ON COLUMN ops.maintenance_windows.status IS 'scheduled = announced, not begun; in_progress; completed; cancelled = did not happen.';
 COMMENT ON COLUMN ops.maintenance_windows.is_downtime_expected IS 'True when the component is unavailable during the window; false for maintenance without interruption.';

@@ -44,7 +44,7 @@ CREATE TABLE pricing.price_lists (
 COMMENT ON TABLE pricing.price_lists IS 'Named sets of variant prices in one currency (a tenant typically has a standard list plus wholesale, distributor or export lists). Price resolution for a customer: an active contract price (pricing.contract_prices) wins; otherwise the entry of the customer''s assigned list (pricing.customer_price_lists), falling back along base_price_list_id; otherwise the catalog price catalog.product_variants.price_minor. What was actually charged is always orders.order_items.unit_price_minor.';
 COMMENT ON COLUMN pricing.price_lists.name IS 'Display name chosen by the tenant; not unique. It mentions the currency, but filter on currency_code.';
 COMMENT ON COLUMN pricing.price_lists.list_type IS 'Audience of the list: standard = everybody; wholesale / distributor = resellers; export = foreign buyers; public_sector = government tenders; promotional = time-limited campaign prices.';
-COMMENT ON COLUMN pricing.price_lists.currency_code IS 'Currency of every entry of the list. Need not be the tenant''s default currency (export lists), so one tenant has lists in several currencies.';
+COMMENT ON COLUMN pricing.price_lists.currency_code IS 'Currency of every entry of the list: the tenant''s default currency (lists of different tenants are in different currencies). Customers invoiced in another currency get the list prices converted at checkout.';
 COMMENT ON COLUMN pricing.price_lists.base_price_list_id IS 'List this one inherits from: a variant without an entry here is priced from the base list (recursively). NULL = top-level list (no inheritance). Always an older list of the same tenant.';
 COMMENT ON COLUMN pricing.price_lists.status IS 'draft = being prepared, not used for pricing; active = in use; archived = retired, kept for history. Independent of deleted_at and of the validity dates.';
 COMMENT ON COLUMN pricing.price_lists.is_default IS 'Shown to buyers who are not logged in. The flag is not exclusive: a tenant can have several default lists (e.g. one per currency).';
@@ -65,7 +65,7 @@ CREATE TABLE pricing.price_list_entries (
     CONSTRAINT uq_price_list_entries_price_list_id_product_variant_id UNIQUE (price_list_id, product_variant_id)
 );
 COMMENT ON TABLE pricing.price_list_entries IS 'The price of one variant (SKU) in one price list. Variants without an entry in a list fall back to the base list or the catalog price. Entries of deleted variants stay.';
-COMMENT ON COLUMN pricing.price_list_entries.unit_price_minor IS 'List price per sellable unit of the variant, in minor units of currency_code, for quantities below the first volume break (pricing.volume_price_breaks). Usually below the catalog price product_variants.price_minor, which is in the tenant''s default currency and may be in another currency than this entry.';
+COMMENT ON COLUMN pricing.price_list_entries.unit_price_minor IS 'List price per sellable unit of the variant, in minor units of currency_code, for quantities below the first volume break (pricing.volume_price_breaks). Usually 0-35 % below the catalog price product_variants.price_minor (same currency).';
 COMMENT ON COLUMN pricing.price_list_entries.currency_code IS 'Copy of price_lists.currency_code.';
 COMMENT ON COLUMN pricing.price_list_entries.created_at IS 'When the variant was added to the list.';
 COMMENT ON COLUMN pricing.price_list_entries.updated_at IS 'Last time the entry was edited in any way; not necessarily a price change (price changes are logged in price_list_entry_changes).';
@@ -102,6 +102,7 @@ CREATE TABLE pricing.price_list_entry_changes (
 COMMENT ON TABLE pricing.price_list_entry_changes IS 'Audit log of price changes of price list entries (not of catalog prices, which are catalog.variant_price_changes). The change''s new_price_minor equals the entry''s current unit_price_minor.';
 COMMENT ON COLUMN pricing.price_list_entry_changes.old_price_minor IS 'Entry price before the change, minor units of currency_code.';
 COMMENT ON COLUMN pricing.price_list_entry_changes.new_price_minor IS 'Entry price after the change, minor units of currency_code. A price increase is new_price_minor > old_price_minor.';
+COMMENT ON COLUMN pricing.price_list_entry_changes.currency_code IS 'Copy of the entry''s currency_code.';
 COMMENT ON COLUMN pricing.price_list_entry_changes.change_source IS 'manual = edited in the UI; bulk_update = percentage update of many entries in the UI; import = spreadsheet upload; api = pushed by an ERP.';
 COMMENT ON COLUMN pricing.price_list_entry_changes.changed_by_user_id IS 'Staff user who made the change; NULL for import and api changes (no person involved).';
 COMMENT ON COLUMN pricing.price_list_entry_changes.changed_at IS 'When the new price took effect.';
@@ -151,7 +152,7 @@ COMMENT ON COLUMN pricing.contracts.committed_spend_minor IS 'Minimum purchase v
 COMMENT ON COLUMN pricing.contracts.starts_on IS 'First day the contract prices apply.';
 COMMENT ON COLUMN pricing.contracts.ends_on IS 'Last day of the agreed term.';
 COMMENT ON COLUMN pricing.contracts.signed_at IS 'When both parties had signed; NULL for drafts.';
-COMMENT ON COLUMN pricing.contracts.terminated_on IS 'Day the contract was ended early; NULL unless status = terminated.';
+COMMENT ON COLUMN pricing.contracts.terminated_on IS 'Day the early termination takes effect (can lie in the future when notice has been given); NULL unless status = terminated.';
 
 CREATE TABLE pricing.contract_prices (
     id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
@@ -202,6 +203,7 @@ COMMENT ON COLUMN pricing.promotions.buy_quantity IS 'Units to buy; only for buy
 COMMENT ON COLUMN pricing.promotions.free_quantity IS 'Units given free; only for buy_x_get_y.';
 COMMENT ON COLUMN pricing.promotions.currency_code IS 'Currency of amount_off_minor and budget_minor: the tenant''s default currency.';
 COMMENT ON COLUMN pricing.promotions.budget_minor IS 'Maximum total discount the tenant is willing to give, minor units of currency_code; NULL = no budget cap. Spent budget = SUM(promotion_applications.discount_minor), which is in the orders'' currencies and must be converted.';
+COMMENT ON COLUMN pricing.promotions.starts_at IS 'Start of the promotion.';
 COMMENT ON COLUMN pricing.promotions.status IS 'draft = not published; scheduled = published, starts_at in the future; active = running; ended = ran to its end; cancelled = stopped early. The status is the campaign manager''s state and is not recomputed from starts_at / ends_at.';
 COMMENT ON COLUMN pricing.promotions.priority IS 'Evaluation order when several promotions qualify: 1 = evaluated first.';
 COMMENT ON COLUMN pricing.promotions.is_stackable IS 'True when the promotion may combine with other promotions and coupons on one order.';
@@ -292,6 +294,8 @@ COMMENT ON COLUMN pricing.rebate_agreements.rebate_percent IS 'Share of qualifyi
 COMMENT ON COLUMN pricing.rebate_agreements.spend_threshold_minor IS 'Purchases needed in the agreement year to earn the rebate, minor units of currency_code.';
 COMMENT ON COLUMN pricing.rebate_agreements.currency_code IS 'The customer''s currency.';
 COMMENT ON COLUMN pricing.rebate_agreements.status IS 'draft = not signed; active = running; expired = year over; cancelled = ended without rebate. Maintained by hand, not derived from the dates.';
+COMMENT ON COLUMN pricing.rebate_agreements.starts_on IS 'First day of the agreement year.';
+COMMENT ON COLUMN pricing.rebate_agreements.ends_on IS 'Last day of the agreement year (starts_on + 1 year).';
 
 CREATE TABLE pricing.rebate_settlements (
     id bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,

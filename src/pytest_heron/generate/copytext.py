@@ -25,40 +25,39 @@ def _escape(values: list[str]) -> list[str]:
 def render(col: Col) -> list[str]:
     """The COPY text of each value of a column."""
     v = col.values
-    out: list[str]
+    if col.kind == "text":
+        text = _escape([str(x) for x in v.tolist()])
+        if col.nulls.any():
+            text = ["\\N" if null else x for x, null in zip(text, col.nulls.tolist(), strict=True)]
+        return text
     if col.kind == "int":
-        out = v.astype(np.int64).astype(_STR).tolist()
+        arr = v.astype(np.int64).astype(_STR)
     elif col.kind == "bool":
-        out = np.where(v, "t", "f").tolist()
-    elif col.kind == "text":
-        out = _escape([str(x) for x in v.tolist()])
+        arr = np.where(v, "t", "f").astype(_STR)
     elif col.kind == "dec":
-        out = _decimals(v.astype(np.int64), col.scale)
+        arr = _decimals(v.astype(np.int64), col.scale)
     elif col.kind == "ts":
-        iso = np.datetime_as_string(v.astype("datetime64[s]"), unit="s").astype(_STR)
-        out = np.strings.add(np.strings.replace(iso, "T", " "), "+00").tolist()
+        # ISO 8601 with a "T" and no offset: the COPY session runs with TimeZone = UTC.
+        arr = np.datetime_as_string(v.astype("datetime64[s]"), unit="s").astype(_STR)
     elif col.kind == "date":
-        out = np.datetime_as_string(v.astype("datetime64[D]"), unit="D").tolist()
+        arr = np.datetime_as_string(v.astype("datetime64[D]"), unit="D").astype(_STR)
     else:
         raise ValueError(f"unknown column kind {col.kind!r}")
     if col.nulls.any():
-        for i in np.flatnonzero(col.nulls).tolist():
-            out[i] = "\\N"
+        arr = np.where(col.nulls, "\\N", arr).astype(_STR)
+    out: list[str] = arr.tolist()
     return out
 
 
-def _decimals(values: np.ndarray, scale: int) -> list[str]:
+def _decimals(values: np.ndarray, scale: int) -> np.ndarray:
     if scale == 0:
-        plain: list[str] = values.astype(_STR).tolist()
-        return plain
+        return values.astype(_STR)
     unit = 10**scale
     magnitude = np.abs(values)
     whole = (magnitude // unit).astype(_STR)
     frac = np.strings.zfill((magnitude % unit).astype(_STR), scale)
     text = np.strings.add(np.strings.add(whole, "."), frac)
-    text = np.where(values < 0, np.strings.add("-", text), text)
-    rendered: list[str] = text.tolist()
-    return rendered
+    return np.where(values < 0, np.strings.add("-", text), text)
 
 
 def encode(cols: list[Col]) -> bytes:

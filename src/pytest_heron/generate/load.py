@@ -43,13 +43,11 @@ def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int)
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.column_names)
     target = sql.Identifier(spec.module, spec.name)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(target, cols)
-    with (
-        psycopg.connect(dsn, autocommit=True) as conn,
-        conn.cursor() as cur,
-        cur.copy(stmt) as copy,
-    ):
-        for lo in range(start, stop, CHUNK_ROWS):
-            copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
+    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute("SET TimeZone = 'UTC'")  # timestamps are sent without an offset
+        with cur.copy(stmt) as copy:
+            for lo in range(start, stop, CHUNK_ROWS):
+                copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
     return stop - start
 
 

@@ -269,7 +269,7 @@ def test_row_totals_are_within_ten_percent_of_the_targets(scale: str) -> None:
     assert 0.9 * target <= total <= 1.1 * target, f"{scale}: {total:,} rows vs {target:,}"
 
 
-@pytest.mark.parametrize("scale", ["tiny", "small"])
+@pytest.mark.parametrize("scale", ["tiny", "small", "bench"])
 def test_estimates_agree_with_exact_counts(scale: str) -> None:
     exact = sum(Generator(load_bundle(), scale, 42).row_counts().values())
     assert abs(expected_rows(load_bundle(), scale) - exact) <= 0.02 * exact

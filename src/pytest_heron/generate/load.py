@@ -160,7 +160,7 @@ def seed_database(
     done = 0
     last = 0.0
 
-    def report(n: int) -> None:
+    def report(n: int, fq: str) -> None:
         nonlocal done, last
         done += n
         now = time.perf_counter()
@@ -170,16 +170,16 @@ def seed_database(
         elapsed = max(now - started, 1e-9)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else 0.0
-        say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s)")
+        say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s), now {fq}")
 
     if jobs <= 1:
         for fq, lo, hi in tasks:
-            report(_copy_range(dsn, scale, seed, fq, lo, hi))
+            report(_copy_range(dsn, scale, seed, fq, lo, hi), fq)
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(_copy_range, dsn, scale, seed, *t) for t in tasks]
-            for f in futures:
-                report(f.result())
+            for f, task in zip(futures, tasks, strict=True):
+                report(f.result(), task[0])
     loaded_at = time.perf_counter()
     say("constraints and indexes")
     indexes, foreign_keys, other = _constraint_statements(bundle)

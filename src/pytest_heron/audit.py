@@ -1,0 +1,355 @@
+"""The gold audit: checks that every question's gold SQL is right, stable and discriminating.
+
+Static checks need no database (tables read, volatile functions, ordering); dynamic checks run
+gold on every state (executes, returns rows unless an empty probe, same columns and types in
+every state, no ties at a LIMIT boundary); mutants of gold made with sqlglot rewrites must give a
+different result on at least one state. ``pytest -m audit`` runs all of it (tests/test_audit.py);
+``python -m pytest_heron.audit`` runs it on a question folder for authors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+import sqlglot
+import yaml
+from sqlglot import exp
+
+from pytest_heron import compare
+from pytest_heron.types import Question
+
+VOLATILE = {
+    "random",
+    "setseed",
+    "now",
+    "clock_timestamp",
+    "statement_timestamp",
+    "transaction_timestamp",
+    "timeofday",
+    "gen_random_uuid",
+    "uuid_generate_v4",
+}
+VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Rand)
+_DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(.*)$")
+
+
+def _parse(sql: str) -> exp.Expression:
+    return cast(exp.Expression, sqlglot.parse_one(sql, read="postgres"))
+
+
+def tables_read(sql: str) -> set[str]:
+    """Schema-qualified tables a query reads (CTE names excluded)."""
+    tree = _parse(sql)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    out = set()
+    for t in tree.find_all(exp.Table):
+        if not t.name or (not t.db and t.name in ctes):
+            continue
+        out.add(f"{t.db}.{t.name}" if t.db else t.name)
+    return out
+
+
+def static_problems(q: Question) -> dict[str, str]:
+    """Problems found without a database, keyed by check name."""
+    problems: dict[str, str] = {}
+    try:
+        tree = _parse(q.gold_sql)
+    except sqlglot.errors.ParseError as exc:
+        return {"parses": f"gold does not parse: {str(exc).splitlines()[0]}"}
+    read = tables_read(q.gold_sql)
+    if read != set(q.gold_tables):
+        problems["gold_tables"] = (
+            f"gold reads {sorted(read)} but gold_tables says {sorted(q.gold_tables)}"
+        )
+    volatile = sorted(
+        {f.name.lower() for f in tree.find_all(exp.Anonymous) if f.name.lower() in VOLATILE}
+        | {type(n).__name__ for n in tree.find_all(*VOLATILE_NODES)}
+    )
+    if volatile:
+        problems["deterministic"] = f"gold uses volatile functions: {', '.join(volatile)}"
+    top = tree.args.get("limit") or tree.args.get("offset")
+    has_order = tree.args.get("order") is not None
+    if top is not None and not has_order:
+        problems["ordered_limit"] = "LIMIT/OFFSET without a top-level ORDER BY"
+    if has_order and compare.order_keys(q.gold_sql) == ():
+        problems["order_keys"] = "every top-level ORDER BY key must be an output column"
+    return problems
+
+
+# -- execution ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    ok: bool
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    types: tuple[int, ...] = ()
+    error: str = ""
+
+
+def run(dsn: str, sql: str, timeout_s: float = 60.0) -> Run:
+    """Execute read-only with pinned settings; never raises for SQL errors."""
+    try:
+        with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
+            conn.read_only = True
+            conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
+            conn.execute("SET LOCAL TimeZone = 'UTC'")
+            conn.execute("SET LOCAL jit = off")
+            cur = conn.execute(sql)
+            rows = cur.fetchall()
+            types = tuple(d.type_code for d in cur.description or [])
+            conn.rollback()
+            return Run(True, rows, types)
+    except psycopg.Error as exc:
+        return Run(False, error=(exc.diag.message_primary or str(exc)).strip())
+
+
+def limit_ties(dsn: str, sql: str) -> str | None:
+    """If gold has LIMIT, whether the rows just inside and just outside the limit tie on the
+    ORDER BY keys (then the result depends on the plan, not the data)."""
+    tree = _parse(sql)
+    limit = tree.args.get("limit")
+    if limit is None or tree.args.get("order") is None:
+        return None
+    keys = compare.order_keys(sql)
+    try:
+        n = int(limit.expression.name)
+    except (AttributeError, ValueError):
+        return None
+    unlimited = tree.copy()
+    unlimited.set("limit", None)
+    unlimited.set("offset", None)
+    got = run(dsn, unlimited.sql(dialect="postgres"))
+    if not got.ok or len(got.rows) <= n or not keys:
+        return None
+    inside, outside = got.rows[n - 1], got.rows[n]
+    if all(compare.compare([(inside[k],)], [(outside[k],)]).equal for k in keys):
+        return f"rows {n} and {n + 1} tie on the ORDER BY keys: the LIMIT cuts a tie"
+    return None
+
+
+# -- mutants ------------------------------------------------------------------------------------
+
+
+def _conjuncts(node: Any) -> list[exp.Expression]:
+    if isinstance(node, exp.And):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    if isinstance(node, exp.Paren) and isinstance(node.this, exp.And):
+        return _conjuncts(node.this)
+    return [node]
+
+
+def _shift_date(text: str) -> str | None:
+    m = _DATE.match(text)
+    if not m:
+        return None
+    import datetime as dt
+
+    try:
+        day = dt.date(int(m[1]), int(m[2]), int(m[3])) + dt.timedelta(days=1)
+    except ValueError:
+        return None
+    return day.isoformat() + m[4]
+
+
+def mutants(sql: str) -> list[tuple[str, str]]:
+    """``(description, mutant SQL)`` for every rewrite of gold: drop one WHERE/HAVING conjunct
+    (which covers the tenant and soft-delete filters), INNER<->LEFT join, drop DISTINCT, swap an
+    aggregate, shift a date boundary by a day. Duplicates and no-op rewrites are skipped."""
+    base = _parse(sql)
+    base_sql = base.sql(dialect="postgres")
+    out: dict[str, str] = {}
+
+    def emit(desc: str, tree: exp.Expression) -> None:
+        text = tree.sql(dialect="postgres")
+        if text != base_sql and text not in out.values():
+            out[desc] = text
+
+    def each(kind: type[exp.Expression]) -> Iterator[tuple[int, exp.Expression, exp.Expression]]:
+        for i, _ in enumerate(list(base.find_all(kind))):
+            tree = base.copy()
+            node = list(tree.find_all(kind))[i]
+            yield i, tree, node
+
+    for clause in (exp.Where, exp.Having):
+        for _, tree, node in each(clause):
+            parts = _conjuncts(node.this)
+            for j, part in enumerate(parts):
+                t2 = tree.copy()
+                n2 = list(t2.find_all(clause))[list(tree.find_all(clause)).index(node)]
+                rest = [p.copy() for k, p in enumerate(_conjuncts(n2.this)) if k != j]
+                if rest:
+                    n2.set("this", exp.and_(*rest))
+                else:
+                    n2.pop()
+                emit(f"drop {clause.key.upper()} conjunct: {part.sql(dialect='postgres')}", t2)
+    for i, tree, join in each(exp.Join):
+        side = join.args.get("side")
+        if join.args.get("kind") in ("CROSS",) or side in ("RIGHT", "FULL"):
+            continue
+        if side == "LEFT":
+            join.set("side", None)
+            desc = "LEFT JOIN -> INNER JOIN"
+        else:
+            join.set("side", "LEFT")
+            desc = "INNER JOIN -> LEFT JOIN"
+        emit(f"{desc} #{i + 1} ({join.this.sql(dialect='postgres')})", tree)
+    for i, tree, node in each(exp.Distinct):
+        node.pop()
+        emit(f"drop DISTINCT #{i + 1}", tree)
+    swaps: dict[type[exp.Expression], type[exp.Expression]] = {
+        exp.Sum: exp.Avg,
+        exp.Avg: exp.Sum,
+        exp.Min: exp.Max,
+        exp.Max: exp.Min,
+    }
+    for kind, other in swaps.items():
+        for i, tree, node in each(kind):
+            node.replace(other(this=node.this.copy()))
+            emit(f"{kind.__name__.upper()} -> {other.__name__.upper()} #{i + 1}", tree)
+    for i, tree, node in each(exp.Count):
+        arg = node.this
+        if isinstance(arg, (exp.Star, exp.Distinct)):
+            continue
+        node.set("this", exp.Distinct(expressions=[arg.copy()]))
+        emit(f"COUNT -> COUNT(DISTINCT) #{i + 1}", tree)
+    for _, tree, node in each(exp.Literal):
+        if not node.is_string:
+            continue
+        shifted = _shift_date(node.this)
+        if shifted is None:
+            continue
+        node.replace(exp.Literal.string(shifted))
+        emit(f"date {node.this} -> {shifted}", tree)
+    return list(out.items())
+
+
+@dataclass(frozen=True)
+class MutantResult:
+    description: str
+    killed_first: bool  # differs on the first state
+    killed_any: bool  # differs on at least one state
+    equivalent: str | None = None  # recorded reason when it is genuinely equivalent
+
+
+def equivalents() -> dict[str, dict[str, str]]:
+    """Recorded equivalent mutants: ``{question id: {mutant description: reason}}``."""
+    text = resources.files("heron_data").joinpath("audit_equivalents.yaml").read_text()
+    doc = yaml.safe_load(text) or {}
+    return {str(k): {str(d): str(r) for d, r in (v or {}).items()} for k, v in doc.items()}
+
+
+def mutant_results(q: Question, dsns: Sequence[str]) -> list[MutantResult]:
+    gold = [run(d, q.gold_sql) for d in dsns]
+    keys = compare.order_keys(q.gold_sql)
+    known = equivalents().get(q.id, {})
+    results = []
+    for desc, sql in mutants(q.gold_sql):
+        differs = []
+        for d, g in zip(dsns, gold, strict=True):
+            m = run(d, sql)
+            differs.append(not m.ok or not compare.compare(g.rows, m.rows, order=keys).equal)
+        results.append(MutantResult(desc, differs[0], any(differs), known.get(desc)))
+    return results
+
+
+def duplicate_problems(questions: Sequence[Question]) -> dict[str, str]:
+    """Questions whose normalised text or normalised gold repeats another's."""
+    seen_text: dict[str, str] = {}
+    seen_sql: dict[str, str] = {}
+    problems = {}
+    for q in questions:
+        text = " ".join(re.sub(r"[^a-z0-9 ]", " ", q.question.lower()).split())
+        try:
+            gold = _parse(q.gold_sql).sql(dialect="postgres", normalize=True)
+        except sqlglot.errors.ParseError:
+            gold = q.gold_sql
+        if text in seen_text:
+            problems[q.id] = f"same question as {seen_text[text]}"
+        elif gold in seen_sql:
+            problems[q.id] = f"same gold SQL as {seen_sql[gold]}"
+        seen_text.setdefault(text, q.id)
+        seen_sql.setdefault(gold, q.id)
+    return problems
+
+
+# -- command line for question authors ----------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_heron.backends import embedded
+    from pytest_heron.questions import load_questions
+    from pytest_heron.states import ensure_state
+
+    parser = argparse.ArgumentParser(prog="python -m pytest_heron.audit")
+    parser.add_argument("--questions", type=Path, help="question folder (default: built-in)")
+    parser.add_argument("--ids", help="comma-separated question ids (default: all)")
+    parser.add_argument("--scales", default="tiny,small")
+    parser.add_argument("--seeds", default="42,43,44")
+    parser.add_argument("--no-mutants", action="store_true")
+    args = parser.parse_args(argv)
+    questions = load_questions(args.questions)
+    if args.ids:
+        wanted = set(args.ids.split(","))
+        questions = [q for q in questions if q.id in wanted]
+    server = embedded()
+    failures = 0
+    try:
+        dups = duplicate_problems(load_questions(args.questions))
+        for scale in args.scales.split(","):
+            dsns = [ensure_state(server, scale, int(s)).admin_dsn for s in args.seeds.split(",")]
+            for q in questions:
+                problems = dict(static_problems(q))
+                if q.id in dups:
+                    problems["duplicate"] = dups[q.id]
+                problems.update(state_problems(q, dsns))
+                line = f"{scale} {q.id}: " + (
+                    "ok" if not problems else "; ".join(f"{k}: {v}" for k, v in problems.items())
+                )
+                if not args.no_mutants and not problems:
+                    res = mutant_results(q, dsns)
+                    alive = [r for r in res if not r.killed_any and not r.equivalent]
+                    line += f"; mutants {len(res) - len(alive)}/{len(res)} killed"
+                    line += "".join(f"\n    survivor: {r.description}" for r in alive)
+                failures += bool(problems)
+                print(line, flush=True)
+    finally:
+        server.stop()
+    return 1 if failures else 0
+
+
+def state_problems(q: Question, dsns: Sequence[str]) -> dict[str, str]:
+    """Problems found by running gold on every state."""
+    problems: dict[str, str] = {}
+    runs = [run(d, q.gold_sql) for d in dsns]
+    for i, r in enumerate(runs):
+        if not r.ok:
+            problems["executes"] = f"state {i + 1}: {r.error}"
+            return problems
+    if q.empty_probe:
+        if any(r.rows for r in runs):
+            problems["empty"] = "an empty probe returned rows"
+    elif not all(r.rows for r in runs):
+        problems["rows"] = "gold returned no rows on " + ", ".join(
+            f"state {i + 1}" for i, r in enumerate(runs) if not r.rows
+        )
+    if len({r.types for r in runs}) > 1:
+        problems["stable"] = "column types differ between states"
+    for d in dsns:
+        tie: str | None = limit_ties(d, q.gold_sql)
+        if tie:
+            problems["limit_ties"] = tie
+            break
+    return problems
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_heron import audit
 from pytest_heron.errors import QuestionFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.questions import load_questions
@@ -35,6 +36,13 @@ def test_builtin_questions_are_valid_and_use_known_tables() -> None:
         assert q.shape in SHAPES and q.retrieval in RETRIEVALS
         assert q.gold_tables, q.id
         assert set(q.gold_tables) <= tables, q.id
+
+
+def test_builtin_questions_pass_the_static_audit() -> None:
+    questions = load_questions()
+    problems = {q.id: audit.static_problems(q) for q in questions}
+    problems.update({k: {"duplicate": v} for k, v in audit.duplicate_problems(questions).items()})
+    assert {k: v for k, v in problems.items() if v} == {}
 
 
 def test_sorted_by_id_and_several_files(tmp_path: Path) -> None:

@@ -247,16 +247,117 @@ def equivalents() -> dict[str, dict[str, str]]:
     return {str(k): {str(d): str(r) for d, r in (v or {}).items()} for k, v in doc.items()}
 
 
+_FK_CACHE: dict[str, dict[tuple[str, str], tuple[str, str, bool]]] = {}
+
+
+def foreign_keys(dsn: str) -> dict[tuple[str, str], tuple[str, str, bool]]:
+    """``(child table, column) -> (parent table, column, child column NOT NULL)`` for every
+    single-column foreign key of the database (cached per DSN)."""
+    if dsn not in _FK_CACHE:
+        with psycopg.connect(dsn) as conn:
+            rows = conn.execute(
+                """SELECT cn.nspname || '.' || cl.relname, ca.attname,
+                          pn.nspname || '.' || pl.relname, pa.attname, ca.attnotnull
+                   FROM pg_constraint c
+                   JOIN pg_class cl ON cl.oid = c.conrelid
+                   JOIN pg_namespace cn ON cn.oid = cl.relnamespace
+                   JOIN pg_class pl ON pl.oid = c.confrelid
+                   JOIN pg_namespace pn ON pn.oid = pl.relnamespace
+                   JOIN pg_attribute ca ON ca.attrelid = c.conrelid AND ca.attnum = c.conkey[1]
+                   JOIN pg_attribute pa ON pa.attrelid = c.confrelid AND pa.attnum = c.confkey[1]
+                   WHERE c.contype = 'f' AND cardinality(c.conkey) = 1"""
+            ).fetchall()
+        _FK_CACHE[dsn] = {(r[0], r[1]): (r[2], r[3], bool(r[4])) for r in rows}
+    return _FK_CACHE[dsn]
+
+
+def join_equivalence(sql: str, index: int, fks: dict[tuple[str, str], Any]) -> str | None:
+    """Why switching join number ``index`` (0-based) between INNER and LEFT cannot change the
+    result, or None. It cannot when the join follows a NOT NULL foreign key from a table already
+    in the query (not itself NULL-extended by a LEFT JOIN) to the joined table's key: every row
+    then has exactly one partner."""
+    tree = _parse(sql)
+    joins = list(tree.find_all(exp.Join))
+    if index >= len(joins):
+        return None
+    join = joins[index]
+    aliases = {t.alias_or_name: f"{t.db}.{t.name}" for t in tree.find_all(exp.Table) if t.db}
+    joined = join.this
+    if not isinstance(joined, exp.Table) or not joined.db:
+        return None
+    target = joined.alias_or_name
+    nullable_sides = {
+        j.this.alias_or_name for j in joins if j.args.get("side") == "LEFT" and j is not join
+    }
+    on = join.args.get("on")
+    for cond in _conjuncts(on) if on is not None else []:
+        if not isinstance(cond, exp.EQ):
+            continue
+        left, right = cond.left, cond.right
+        if not (isinstance(left, exp.Column) and isinstance(right, exp.Column)):
+            continue
+        for mine, other in ((left, right), (right, left)):
+            if mine.table != target or other.table in (target, "") or other.table in nullable_sides:
+                continue
+            child = aliases.get(other.table)
+            fk = fks.get((child, other.name)) if child else None
+            if fk and fk[0] == aliases[target] and fk[1] == mine.name and fk[2]:
+                return (
+                    f"{child}.{other.name} is NOT NULL and references {fk[0]}.{fk[1]}: "
+                    "every row has exactly one partner"
+                )
+            # The joined table holds children generated per row of the other table, at least
+            # one each (a property of every state, not of one seed).
+            parent = aliases.get(other.table)
+            rows = _spec_rows(aliases[target])
+            if (
+                parent
+                and other.name == "id"
+                and rows is not None
+                and rows.get("per") == parent
+                and int(rows.get("min", 1)) >= 1
+                and _spec_kind(aliases[target], mine.name) == "parent"
+            ):
+                return (
+                    f"every {parent} row has at least {rows.get('min', 1)} {aliases[target]} "
+                    f"rows by construction (generation spec: per {parent})"
+                )
+    return None
+
+
+def _spec_rows(fq: str) -> dict[str, Any] | None:
+    from pytest_heron.generate import load_bundle
+
+    spec = load_bundle().tables.get(fq)
+    return spec.rows if spec is not None else None
+
+
+def _spec_kind(fq: str, column: str) -> str | None:
+    from pytest_heron.generate import load_bundle
+
+    spec = load_bundle().tables.get(fq)
+    if spec is None or spec.data is not None:
+        return None
+    return next((c.kind for c in spec.columns if c.name == column), None)
+
+
 def mutant_results(q: Question, dsns: Sequence[str]) -> list[MutantResult]:
     gold = [run(d, q.gold_sql) for d in dsns]
     keys = compare.order_keys(q.gold_sql)
-    known = equivalents().get(q.id, {})
+    known = dict(equivalents().get(q.id, {}))
+    fks = foreign_keys(dsns[0])
+    for desc, _ in mutants(q.gold_sql):
+        m = re.match(r"^(?:INNER JOIN -> LEFT JOIN|LEFT JOIN -> INNER JOIN) #(\d+) ", desc)
+        if m and desc not in known:
+            reason = join_equivalence(q.gold_sql, int(m.group(1)) - 1, fks)
+            if reason:
+                known[desc] = reason
     results = []
     for desc, sql in mutants(q.gold_sql):
         differs = []
         for d, g in zip(dsns, gold, strict=True):
-            m = run(d, sql)
-            differs.append(not m.ok or not compare.compare(g.rows, m.rows, order=keys).equal)
+            got = run(d, sql)
+            differs.append(not got.ok or not compare.compare(g.rows, got.rows, order=keys).equal)
         results.append(MutantResult(desc, differs[0], any(differs), known.get(desc)))
     return results
 
@@ -281,6 +382,56 @@ def duplicate_problems(questions: Sequence[Question]) -> dict[str, str]:
     return problems
 
 
+# -- summaries ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KillRate:
+    mutants: int
+    equivalent: int
+    killed_single: int
+    killed_multi: int
+
+    @property
+    def counted(self) -> int:
+        return self.mutants - self.equivalent
+
+    def single(self) -> float:
+        return 100.0 * self.killed_single / self.counted if self.counted else 100.0
+
+    def multi(self) -> float:
+        return 100.0 * self.killed_multi / self.counted if self.counted else 100.0
+
+
+def kill_rate(results: dict[str, list[MutantResult]], questions: Sequence[Question]) -> KillRate:
+    """Kill rates over every non-equivalent mutant of every question that is not an empty probe
+    (an empty probe's mutants mostly stay empty by design)."""
+    probes = {q.id for q in questions if q.empty_probe}
+    rows = [r for qid, res in results.items() if qid not in probes for r in res]
+    equivalent = [r for r in rows if r.equivalent and not r.killed_any]
+    counted = [r for r in rows if r not in equivalent]
+    return KillRate(
+        mutants=len(rows),
+        equivalent=len(equivalent),
+        killed_single=sum(r.killed_first for r in counted),
+        killed_multi=sum(r.killed_any for r in counted),
+    )
+
+
+def tag_table(questions: Sequence[Question]) -> str:
+    """Markdown: the number of questions per shape and retrieval class."""
+    from pytest_heron.types import RETRIEVALS, SHAPES
+
+    head = "| shape \\ retrieval | " + " | ".join(RETRIEVALS) + " | total |"
+    lines = [head, "|---|" + "---:|" * (len(RETRIEVALS) + 1)]
+    for shape in SHAPES:
+        counts = [sum(q.shape == shape and q.retrieval == r for q in questions) for r in RETRIEVALS]
+        lines.append(f"| {shape} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
+    totals = [sum(q.retrieval == r for q in questions) for r in RETRIEVALS]
+    lines.append("| total | " + " | ".join(map(str, totals)) + f" | {len(questions)} |")
+    return "\n".join(lines)
+
+
 # -- command line for question authors ----------------------------------------------------------
 
 
@@ -292,37 +443,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_heron.audit")
     parser.add_argument("--questions", type=Path, help="question folder (default: built-in)")
     parser.add_argument("--ids", help="comma-separated question ids (default: all)")
-    parser.add_argument("--scales", default="tiny,small")
+    parser.add_argument(
+        "--scales",
+        default="small,tiny",
+        help="first scale's first seed is the single state of the single-state kill rate",
+    )
     parser.add_argument("--seeds", default="42,43,44")
     parser.add_argument("--no-mutants", action="store_true")
     args = parser.parse_args(argv)
-    questions = load_questions(args.questions)
+    every = load_questions(args.questions)
+    questions = every
     if args.ids:
         wanted = set(args.ids.split(","))
         questions = [q for q in questions if q.id in wanted]
     server = embedded()
     failures = 0
+    results: dict[str, list[MutantResult]] = {}
     try:
-        dups = duplicate_problems(load_questions(args.questions))
-        for scale in args.scales.split(","):
-            dsns = [ensure_state(server, scale, int(s)).admin_dsn for s in args.seeds.split(",")]
-            for q in questions:
-                problems = dict(static_problems(q))
-                if q.id in dups:
-                    problems["duplicate"] = dups[q.id]
-                problems.update(state_problems(q, dsns))
-                line = f"{scale} {q.id}: " + (
-                    "ok" if not problems else "; ".join(f"{k}: {v}" for k, v in problems.items())
+        dups = duplicate_problems(every)
+        by_scale = {
+            scale: [ensure_state(server, scale, int(s)).admin_dsn for s in args.seeds.split(",")]
+            for scale in args.scales.split(",")
+        }
+        everywhere = [d for dsns in by_scale.values() for d in dsns]
+        for q in questions:
+            problems = dict(static_problems(q))
+            if q.id in dups:
+                problems["duplicate"] = dups[q.id]
+            for scale, dsns in by_scale.items():
+                problems.update({f"{k}@{scale}": v for k, v in state_problems(q, dsns).items()})
+            line = f"{q.id}: " + (
+                "ok" if not problems else "; ".join(f"{k}: {v}" for k, v in problems.items())
+            )
+            if not args.no_mutants and not problems:
+                res = results[q.id] = mutant_results(q, everywhere)
+                alive = [r for r in res if not r.killed_any and not r.equivalent]
+                equal = sum(1 for r in res if not r.killed_any and r.equivalent)
+                line += (
+                    f"; mutants: {len(res) - len(alive) - equal} killed, {equal} equivalent,"
+                    f" {len(alive)} survived"
                 )
-                if not args.no_mutants and not problems:
-                    res = mutant_results(q, dsns)
-                    alive = [r for r in res if not r.killed_any and not r.equivalent]
-                    line += f"; mutants {len(res) - len(alive)}/{len(res)} killed"
-                    line += "".join(f"\n    survivor: {r.description}" for r in alive)
-                failures += bool(problems)
-                print(line, flush=True)
+                line += "".join(f"\n    survivor: {r.description}" for r in alive)
+            failures += bool(problems)
+            print(line, flush=True)
     finally:
         server.stop()
+    if results:
+        rate = kill_rate(results, questions)
+        print(
+            f"kill rate: single-state {rate.single():.1f}% multi-state {rate.multi():.1f}% "
+            f"({rate.counted} mutants, {rate.equivalent} equivalent not counted)"
+        )
     return 1 if failures else 0
 
 

@@ -19,6 +19,7 @@ import sqlglot
 from sqlglot import exp
 
 MAX_ROWS = 200_000
+MAX_BYTES = 64 * 1024 * 1024  # text and bytes fetched, summed over the result
 FETCH_CHUNK = 5_000
 _WRITES = (
     exp.Insert,
@@ -77,6 +78,7 @@ def execute(
     *,
     timeout_s: float,
     max_rows: int = MAX_ROWS,
+    max_bytes: int = MAX_BYTES,
     guard: bool = True,
 ) -> ExecResult:
     """Run one query read-only on ``dsn`` and fetch its rows (never raises for SQL problems)."""
@@ -101,16 +103,26 @@ def execute(
             conn.execute("SET LOCAL IntervalStyle = 'postgres'")
             conn.execute("SET LOCAL jit = off")
             conn.execute("SET LOCAL extra_float_digits = 1")
+            conn.execute("SET LOCAL search_path = public")
             timer.start()
             with conn.cursor(name="heron_query") as cur:
                 cur.execute(text)
                 columns = [d.name for d in cur.description or []]
                 rows: list[tuple[Any, ...]] = []
+                size = 0
                 while True:
                     chunk = cur.fetchmany(FETCH_CHUNK)
                     if not chunk:
                         break
                     rows.extend(chunk)
+                    size += sum(len(v) for row in chunk for v in row if isinstance(v, (str, bytes)))
+                    if size > max_bytes:
+                        return ExecResult(
+                            columns=columns,
+                            error_kind="result_too_large",
+                            error=f"the result holds more than {max_bytes:,} bytes of text",
+                            seconds=time.perf_counter() - started,
+                        )
                     if len(rows) > max_rows:
                         return ExecResult(
                             columns=columns,

@@ -112,6 +112,59 @@ def _grant_reader(dsn: str) -> None:
         )
 
 
+# Functions a prediction has no business calling: sleeping and locking (stalling the run or
+# other sessions), changing settings or roles, signalling other backends, reading server files,
+# and dumping whole tables or schemas as XML. Revoked from PUBLIC in every state database, so the
+# reader role cannot call them; the admin role (a superuser) is unaffected.
+DANGEROUS_FUNCTIONS = (
+    "pg_sleep",
+    "pg_sleep_for",
+    "pg_sleep_until",
+    "set_config",
+    "pg_terminate_backend",
+    "pg_cancel_backend",
+    "pg_reload_conf",
+    "pg_rotate_logfile",
+    "pg_notify",
+    "pg_advisory_lock",
+    "pg_advisory_lock_shared",
+    "pg_advisory_xact_lock",
+    "pg_advisory_xact_lock_shared",
+    "pg_try_advisory_lock",
+    "pg_try_advisory_lock_shared",
+    "pg_try_advisory_xact_lock",
+    "pg_try_advisory_xact_lock_shared",
+    "pg_read_file",
+    "pg_read_binary_file",
+    "pg_ls_dir",
+    "pg_stat_file",
+    "lo_import",
+    "lo_export",
+    "query_to_xml",
+    "table_to_xml",
+    "cursor_to_xml",
+    "schema_to_xml",
+    "database_to_xml",
+    "query_to_xml_and_xmlschema",
+    "table_to_xml_and_xmlschema",
+    "schema_to_xml_and_xmlschema",
+    "database_to_xml_and_xmlschema",
+    "dblink",
+    "dblink_exec",
+)
+
+
+def lock_down(dsn: str) -> None:
+    """Revoke the dangerous functions from PUBLIC in one database (idempotent)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.proname = ANY(%s) ORDER BY 1",
+            (list(DANGEROUS_FUNCTIONS),),
+        ).fetchall()
+        for (signature,) in rows:
+            conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
+
+
 def ensure_state(
     server: Server,
     scale: str,
@@ -181,6 +234,7 @@ def ensure_state(
                     sql.Identifier(name), sql.Identifier(READER_ROLE)
                 )
             )
+            lock_down(server.dsn(name))
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
     return State(

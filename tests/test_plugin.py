@@ -378,3 +378,68 @@ def test_min_ex_decides_the_exit_status(pytester: pytest.Pytester) -> None:
     high = pytester.runpytest_subprocess("--heron-min-ex=50", *args)
     assert high.ret == pytest.ExitCode.TESTS_FAILED
     high.stdout.fnmatch_lines(["--heron-min-ex=50: multi-state EX 33.3% -> FAILED"])
+
+
+DYING = """
+import os
+
+class Dying:
+    name = "dying"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        if q.id == "v002":
+            os._exit(3)  # the whole process dies mid-run, as on a power cut or kill -9
+        return q.gold_sql
+"""
+
+
+def test_interrupted_run_resumes_with_every_question_once(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(dying=DYING)
+    args = [f"--heron-questions={private}", "--heron-output=r.json", *FAST]
+    died = pytester.runpytest_subprocess("--heron-adapter=dying:Dying", *args)
+    assert died.ret == 3 and not (pytester.path / "r.json").exists()
+    journal = (pytester.path / "r.json.jsonl").read_text().splitlines()
+    assert [json.loads(line).get("id") for line in journal[1:]] == ["v001"]
+    refused = pytester.runpytest_subprocess(
+        "--heron-adapter=dying:Dying",
+        "--heron-resume",
+        *args[:-4],
+        "--heron-scale=tiny",
+        "--heron-seed=43",
+        "--heron-states=1",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*refusing, the configuration differs*seeds*"])
+    resumed = pytester.runpytest_subprocess(
+        "--heron-adapter=dying:Dying", "--heron-resume", "-k", "not v002", *args
+    )
+    resumed.assert_outcomes(passed=1, deselected=2)
+    final = pytester.runpytest_subprocess("--heron-adapter=dying:Dying", "--heron-resume", *args)
+    assert final.ret == 3  # v002 still kills the process: it has no record yet
+    (pytester.path / "dying.py").write_text(DYING.replace("os._exit(3)", "pass"))
+    done = pytester.runpytest_subprocess("--heron-adapter=dying:Dying", "--heron-resume", *args)
+    done.assert_outcomes(passed=1, deselected=2)
+    doc = _results(pytester.path / "r.json")
+    assert sorted(q["id"] for q in doc["questions"]) == ["v001", "v002", "v003"]
+    assert doc["metrics"]["ex_multistate"] == 100.0
+    records = [json.loads(x) for x in (pytester.path / "r.json.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in records[1:]) == ["v001", "v002", "v003"]
+
+
+def test_resume_needs_an_output_and_a_journal(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    no_output = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", "--heron-resume", f"--heron-questions={private}", *FAST
+    )
+    no_output.stderr.fnmatch_lines(["*--heron-resume needs --heron-output*"])
+    no_journal = pytester.runpytest_subprocess(
+        "--heron-adapter=gold",
+        "--heron-resume",
+        "--heron-output=x.json",
+        f"--heron-questions={private}",
+        *FAST,
+    )
+    no_journal.stderr.fnmatch_lines(["*there is no journal at*x.json.jsonl*"])

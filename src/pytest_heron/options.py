@@ -25,6 +25,7 @@ class Option:
     default: Any
     help: str
     metavar: str = "VALUE"
+    flag: bool = False  # a switch on the command line; "true"/"false" in the ini file
 
     @property
     def dest(self) -> str:
@@ -83,6 +84,13 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option("heron-model", None, "model name for LLM adapters (default: none)", "M"),
     Option("heron-temperature", "0", "sampling temperature for LLM adapters (default: 0)", "T"),
+    Option(
+        "heron-resume",
+        "false",
+        "continue an interrupted run from the journal next to "
+        "--heron-output; refuses when the configuration differs (default: off)",
+        flag=True,
+    ),
 )
 
 
@@ -105,6 +113,7 @@ class Settings:
     endpoint: str | None = None
     model: str | None = None
     temperature: float = 0.0
+    resume: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -116,9 +125,19 @@ def register(parser: Any) -> None:
     """Add the option group and the ini twins to a pytest parser."""
     group = parser.getgroup("heron", "pytest-heron text-to-SQL benchmark")
     for opt in OPTIONS:
-        group.addoption(
-            f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar, help=opt.help
-        )
+        if opt.flag:
+            group.addoption(
+                f"--{opt.name}",
+                dest=opt.dest,
+                action="store_const",
+                const="true",
+                default=None,
+                help=opt.help,
+            )
+        else:
+            group.addoption(
+                f"--{opt.name}", dest=opt.dest, default=None, metavar=opt.metavar, help=opt.help
+            )
         parser.addini(opt.ini, help=opt.help, default=None)
 
 
@@ -157,6 +176,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
     min_ex = raw["heron-min-ex"]
     dsn = raw["heron-dsn"]
     backend = _choice("heron-backend", raw["heron-backend"], BACKENDS)
+    if _flag("heron-resume", raw["heron-resume"]) and not output:
+        raise ConfigError("--heron-resume needs --heron-output (the journal lives beside it)")
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -177,4 +198,14 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         endpoint=raw["heron-endpoint"],
         model=raw["heron-model"],
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
+        resume=_flag("heron-resume", raw["heron-resume"]),
     )
+
+
+def _flag(name: str, value: Any) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"--{name}: expected true or false, got {value!r}")

@@ -173,6 +173,17 @@ class HeronPlugin:
             )
         return rep
 
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        done = set(self.run.resumed)
+        if not done:
+            return
+        skipped = [i for i in items if isinstance(i, HeronItem) and i.question.id in done]
+        if skipped:
+            config.hook.pytest_deselected(items=skipped)
+            items[:] = [i for i in items if i not in skipped]
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(
         self, item: pytest.Item, call: pytest.CallInfo[None]
@@ -226,6 +237,8 @@ class HeronPlugin:
                 red=ex < minimum,
                 green=ex >= minimum,
             )
+        if self.run.resumed:
+            tr.write_line(f"resumed: {len(self.run.resumed)} questions taken from the journal")
         if self.run.settings.output is not None:
             tr.write_line(f"results written to {self.run.settings.output}")
 

@@ -8,6 +8,7 @@ through ``workerinput`` and only answers questions.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import platform
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from pytest_heron.adapters import make_adapter
 from pytest_heron.backends import Server, choose, start
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
+from pytest_heron.journal import Journal, journal_path
 from pytest_heron.options import Settings
 from pytest_heron.questions import load_questions
 from pytest_heron.runner import StateRef, new_outcome, score_question
@@ -44,6 +46,8 @@ class HeronRun:
         self._adapter: Adapter | None = None
         self._adapter_error: str | None = None
         self.results: dict[str, Any] | None = None
+        self.journal: Journal | None = None
+        self.resumed: list[str] = []
 
     # -- controller ---------------------------------------------------------------------------
 
@@ -80,12 +84,42 @@ class HeronRun:
             f"Python {platform.python_version()}",
         }
 
+        if s.output is not None:
+            self.journal = Journal(journal_path(s.output), self.fingerprint(), resume=s.resume)
+            self.outcomes.update(
+                {k: v for k, v in self.journal.previous.items() if k in self.questions}
+            )
+            self.resumed = sorted(self.outcomes)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What must be equal for a journal to be resumed."""
+        digest = hashlib.sha256()
+        for q in self.questions.values():
+            digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
+        c = self.conditions
+        return {
+            "adapter": c["adapter"],
+            "adapter_version": c["adapter_version"],
+            "scale": c["scale"],
+            "seeds": c["seeds"],
+            "model": c["model"],
+            "temperature": c["temperature"],
+            "data_version": load_bundle().data_version,
+            "questions": digest.hexdigest()[:16],
+            "heron_version": c["heron_version"],
+        }
+
     def worker_payload(self) -> dict[str, Any]:
-        return {"states": [asdict(st) for st in self.states], "conditions": self.conditions}
+        return {
+            "states": [asdict(st) for st in self.states],
+            "conditions": self.conditions,
+            "resumed": self.resumed,
+        }
 
     def load_payload(self, payload: Mapping[str, Any]) -> None:
         self.states = [StateRef(**st) for st in payload["states"]]
         self.conditions = dict(payload["conditions"])
+        self.resumed = list(payload.get("resumed", []))
 
     def stop(self) -> None:
         if self.server is not None:
@@ -141,6 +175,8 @@ class HeronRun:
 
     def record(self, outcome: Mapping[str, Any]) -> None:
         self.outcomes[str(outcome["id"])] = dict(outcome)
+        if self.journal is not None:
+            self.journal.append(outcome)
 
     def record_crash(self, qid: str, message: str) -> None:
         q = self.questions.get(qid)
@@ -148,9 +184,11 @@ class HeronRun:
             return
         out = new_outcome(q)
         out.update(error_kind="infra_crash", error=message[-2000:])
-        self.outcomes[qid] = out
+        self.record(out)
 
     def finish(self) -> dict[str, Any] | None:
+        if self.journal is not None:
+            self.journal.close()
         if not self.outcomes:
             return None
         conditions = dict(self.conditions, n_questions=len(self.outcomes))

@@ -13,6 +13,7 @@ import pytest
 from pytest_heron import sandbox
 from pytest_heron.checksum import table_checksums
 from pytest_heron.generate import load_bundle
+from pytest_heron.states import ensure_state, reader_role
 
 TIMEOUT = 1.0
 # (name, SQL, allowed error kinds; None means the query must succeed)
@@ -120,4 +121,13 @@ def test_reader_settings_cannot_be_escaped(tiny_state: Any) -> None:
         " current_setting('TimeZone'), current_setting('search_path')",
         timeout_s=5,
     )
-    assert got.rows == [("heron_reader", "on", "UTC", "public")]
+    assert got.rows == [(reader_role(tiny_state.database), "on", "UTC", "public")]
+
+
+def test_a_reader_cannot_connect_to_another_state(tiny_state: Any, server: Any) -> None:
+    other = ensure_state(server, "tiny", 43)
+    foreign = server.dsn(
+        other.database, user=reader_role(tiny_state.database), password="heron_reader"
+    )
+    got = sandbox.execute(foreign, "SELECT 1", timeout_s=5)
+    assert got.error_kind == "db_error" and "permission denied" in (got.error or "")

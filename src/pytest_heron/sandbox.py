@@ -1,7 +1,8 @@
 """Run SQL written by a system under test without letting it change or stall anything.
 
 Layers (none trusted alone): a sqlglot guard that accepts exactly one read-only query; a role
-that can only SELECT (``heron_reader``, whose transactions are read-only by default); an
+that can only SELECT, and only in the state it is scored on (``heron_reader_<hash>``, whose
+transactions are read-only by default); an
 explicitly read-only transaction; a server ``statement_timeout`` plus a client-side deadline that
 cancels the query; a server-side cursor fetched in chunks with a row cap; a fresh connection per
 query with pinned session settings.

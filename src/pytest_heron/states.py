@@ -23,7 +23,6 @@ from pytest_heron.backends import Server
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.load import seed_database
 
-READER_ROLE = "heron_reader"
 READER_PASSWORD = "heron_reader"  # SELECT-only on public benchmark data; see DECISIONS.md
 MANIFEST_FORMAT = 1
 Progress = Callable[[str], None]
@@ -79,37 +78,48 @@ def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
     conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]]) -> None:
-    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER_ROLE,)).fetchone()
+def reader_role(database: str) -> str:
+    """The SELECT-only role of one state database (one role per state, so a prediction can read
+    only the state it is scored on)."""
+    return f"heron_reader_{zlib.crc32(database.encode()):08x}"
+
+
+def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]], role: str) -> None:
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     if not exists:
         with contextlib.suppress(psycopg.errors.DuplicateObject):  # another process was first
             conn.execute(
                 sql.SQL(
                     "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE"
-                ).format(sql.Identifier(READER_ROLE), sql.Literal(READER_PASSWORD))
+                ).format(sql.Identifier(role), sql.Literal(READER_PASSWORD))
             )
+    conn.execute(
+        sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(sql.Identifier(role))
+    )
 
 
-def _grant_reader(dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        schemas = [m.name for m in load_bundle().modules]
+def _grant_reader(server: Server, database: str) -> None:
+    """Set up the state's reader (idempotent): it may connect to this database only and read
+    the benchmark schemas only."""
+    role = reader_role(database)
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        _ensure_reader(conn, role)
+        db = sql.Identifier(database)
+        conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(role)))
+    with psycopg.connect(server.dsn(database), autocommit=True) as conn:
         conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-        for schema in schemas:
+        for schema in [m.name for m in load_bundle().modules]:
             conn.execute(
                 sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                    sql.Identifier(schema), sql.Identifier(READER_ROLE)
+                    sql.Identifier(schema), sql.Identifier(role)
                 )
             )
             conn.execute(
                 sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-                    sql.Identifier(schema), sql.Identifier(READER_ROLE)
+                    sql.Identifier(schema), sql.Identifier(role)
                 )
             )
-        conn.execute(
-            sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
-                sql.Identifier(READER_ROLE)
-            )
-        )
 
 
 # Functions a prediction has no business calling: sleeping and locking (stalling the run or
@@ -182,7 +192,6 @@ def ensure_state(
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
         try:
-            _ensure_reader(conn)
             manifest = _read_manifest(conn, name)
             if replace or not _valid(manifest, name):
                 if manifest or replace:
@@ -204,7 +213,6 @@ def ensure_state(
                     jobs=jobs,
                     progress=lambda m: say(f"{name}: {m}"),
                 )
-                _grant_reader(server.dsn(building))
                 conn.execute(
                     sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
                         sql.Identifier(building), sql.Identifier(name)
@@ -229,11 +237,7 @@ def ensure_state(
                     )
                 )
                 say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
-            conn.execute(
-                sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(
-                    sql.Identifier(name), sql.Identifier(READER_ROLE)
-                )
-            )
+            _grant_reader(server, name)
             lock_down(server.dsn(name))
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
@@ -242,7 +246,7 @@ def ensure_state(
         seed=seed,
         database=name,
         admin_dsn=server.dsn(name),
-        reader_dsn=server.dsn(name, user=READER_ROLE, password=READER_PASSWORD),
+        reader_dsn=server.dsn(name, user=reader_role(name), password=READER_PASSWORD),
         manifest=manifest,
     )
 

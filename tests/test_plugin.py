@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -443,3 +444,36 @@ def test_resume_needs_an_output_and_a_journal(pytester: pytest.Pytester) -> None
         *FAST,
     )
     no_journal.stderr.fnmatch_lines(["*there is no journal at*x.json.jsonl*"])
+
+
+def test_a_worker_that_dies_costs_only_its_question(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(dying=DYING)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=dying:Dying",
+        f"--heron-questions={private}",
+        "--heron-output=w.json",
+        "-n",
+        "2",
+        *FAST,
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*heron benchmark*", "*errors by kind: infra_crash=1*"])
+    doc = _results(pytester.path / "w.json")
+    kinds = {q["id"]: (q["correct"], q["error_kind"]) for q in doc["questions"]}
+    assert kinds == {"v001": (True, None), "v002": (False, "infra_crash"), "v003": (True, None)}
+
+
+def test_no_backend_is_left_running(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    private = _private(pytester)
+    cache = tmp_path / "own-cache"
+    monkeypatch.setenv("HERON_CACHE_DIR", str(cache))
+    pytester.runpytest_subprocess(
+        "--heron-adapter=gold", f"--heron-questions={private}", "-n", "2", *FAST
+    ).assert_outcomes(passed=3)
+    pgdata = str((cache / "pg16").resolve())
+    assert (cache / "pg16" / "PG_VERSION").exists()
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
+    assert [line for line in ps.stdout.splitlines() if pgdata in line] == []

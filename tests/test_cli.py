@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -66,3 +67,32 @@ def test_checksum_of_a_missing_database_is_a_clear_error(server: Server) -> None
     done = _heron("checksum", "--dsn", server.admin_dsn, "--database", "heron_does_not_exist")
     assert done.returncode == 2
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+def _results_file(path: Any, correct: dict[str, bool], adapter: str) -> str:
+    doc = {
+        "version": 1,
+        "conditions": {"adapter": adapter, "model": None, "scale": "tiny", "seeds": [42]},
+        "metrics": {"ex_multistate": 100.0 * sum(correct.values()) / len(correct)},
+        "questions": [{"id": k, "correct": v} for k, v in correct.items()],
+    }
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_compare_counts_wins_losses_ties_and_mcnemar(tmp_path: Any) -> None:
+    a = _results_file(tmp_path / "a.json", {f"q{i}": i < 8 for i in range(10)}, "one")
+    b = _results_file(tmp_path / "b.json", {f"q{i}": i < 2 for i in range(10)}, "two")
+    done = _heron("compare", a, b)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "A right, B wrong (wins): 6 q2 q3 q4 q5 q6 q7" in out
+    assert "B right, A wrong (losses): 0" in out and "ties (both right or both wrong): 4" in out
+    assert "McNemar exact p = 0.03125" in out
+
+
+def test_compare_rejects_a_broken_file(tmp_path: Any) -> None:
+    (tmp_path / "bad.json").write_text("{not json")
+    good = _results_file(tmp_path / "a.json", {"q1": True}, "one")
+    done = _heron("compare", good, str(tmp_path / "bad.json"))
+    assert done.returncode == 2 and "not a readable results file" in done.stderr

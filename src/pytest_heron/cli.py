@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_heron.backends import Server, embedded, from_dsn
 from pytest_heron.errors import HeronError
@@ -82,6 +83,40 @@ def _checksum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_heron.metrics import mcnemar_exact
+
+    docs = []
+    for path in (args.a, args.b):
+        try:
+            docs.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise HeronError(f"{path}: not a readable results file ({exc})") from None
+    a, b = ({q["id"]: bool(q["correct"]) for q in d.get("questions", [])} for d in docs)
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise HeronError("the two results files have no question in common")
+    wins = [q for q in common if a[q] and not b[q]]
+    losses = [q for q in common if b[q] and not a[q]]
+    ties = len(common) - len(wins) - len(losses)
+    for label, doc in (("A", docs[0]), ("B", docs[1])):
+        c = doc.get("conditions", {})
+        print(
+            f"{label}: adapter={c.get('adapter')} model={c.get('model')} scale={c.get('scale')}"
+            f" seeds={c.get('seeds')}"
+            f" multi-state EX@1={doc.get('metrics', {}).get('ex_multistate')}"
+        )
+    print(
+        f"questions compared: {len(common)} (only in A: {len(set(a) - set(b))},"
+        f" only in B: {len(set(b) - set(a))})"
+    )
+    print(f"A right, B wrong (wins): {len(wins)} {' '.join(wins)}")
+    print(f"B right, A wrong (losses): {len(losses)} {' '.join(losses)}")
+    print(f"ties (both right or both wrong): {ties}")
+    print(f"McNemar exact p = {mcnemar_exact(len(wins), len(losses)):.4g}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
     check.set_defaults(func=_checksum)
+
+    cmp = sub.add_parser("compare", help="compare two results files question by question")
+    cmp.add_argument("a", help="results file A")
+    cmp.add_argument("b", help="results file B")
+    cmp.set_defaults(func=_compare)
     return parser
 
 

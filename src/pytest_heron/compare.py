@@ -1225,3 +1225,11 @@ def _map_order_key(target: exp.Expression, projections: list[exp.Expression]) ->
             ):
                 return k
     return None
+
+
+def value_key(value: object) -> object:
+    """The hashable key the comparator uses for one value (equal keys: equal values)."""
+    try:
+        return _canon(value)
+    except Exception:
+        return ("unkeyable", repr(value))

@@ -6,6 +6,7 @@ Shares are percentages (0-100). A metric that does not apply is ``None``, never 
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -50,22 +51,30 @@ def summary(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, Any]:
     prompt = _usage_sum(outcomes, "prompt_tokens")
     completion = _usage_sum(outcomes, "completion_tokens")
     tokens = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
+    n = len(outcomes)
+    ex = ex_multistate(outcomes)
+    ves_score = ves(outcomes)
+    tokens_per_q = None if tokens is None or not outcomes else tokens / n
+    errors = sum(o.get("error_kind") is not None for o in outcomes)
+    latency = round(statistics.median(latencies), 6) if latencies else None
+    f1s = [float(o["soft_f1"]) if o.get("soft_f1") is not None else 0.0 for o in outcomes]
     return {
-        "n": len(outcomes),
+        "n": n,
         "ex1": ex_first_state(outcomes, first_seed),
-        "ex_multistate": ex_multistate(outcomes),
+        "ex_multistate": ex,
+        "ex_multistate_ci95": bootstrap_interval([bool(o["correct"]) for o in outcomes]),
         "ex_at_k": None,
-        "exact_match": None,
-        "ves": None,
-        "soft_f1": None,
+        "exact_match": _pct(sum(bool(o.get("exact_match")) for o in outcomes), n),
+        "ves": ves_score,
+        "soft_f1": None if not outcomes else round(100.0 * sum(f1s) / n, 4),
         "set_recall": set_recall(outcomes),
         "tokens_prompt": prompt,
         "tokens_completion": completion,
-        "tokens_per_q": None if tokens is None or not outcomes else tokens / len(outcomes),
+        "tokens_per_q": tokens_per_q,
         "cost_usd": None,
-        "errors": sum(o.get("error_kind") is not None for o in outcomes),
-        "latency_s_median": round(statistics.median(latencies), 6) if latencies else None,
-        "grade": None,
+        "errors": errors,
+        "latency_s_median": latency,
+        "grade": grade(ex, ves_score, tokens_per_q, errors, n, latency),
     }
 
 
@@ -105,3 +114,178 @@ def error_kinds(outcomes: Iterable[Outcome]) -> dict[str, int]:
         if kind:
             counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))
+
+
+# -- partial credit, efficiency, capability ceiling, grade ------------------------------------
+
+
+def soft_f1(gold: Sequence[Sequence[Any]], pred: Sequence[Sequence[Any]]) -> float:
+    """Row-level partial credit in [0, 1], after BIRD mini-dev's Soft-F1, but with rows paired by
+    content instead of by position, so the score does not depend on row order.
+
+    Each gold row is paired with at most one predicted row: identical rows first, then, greedily,
+    the pair sharing the most values. A pair contributes the share of gold values found in the
+    predicted row (true positives), of predicted values not in the gold row (false positives) and
+    of gold values not in the predicted row (false negatives); unpaired gold rows count as all
+    false negatives, unpaired predicted rows as all false positives. Two empty results score 1.
+    BIRD mini-dev pairs row i with row i, which penalises a right answer in another order.
+
+    >>> soft_f1([(1, "a"), (2, "b")], [(2, "b"), (1, "a")])
+    1.0
+    >>> soft_f1([(1, "a")], [(1, "x")])
+    0.5
+    """
+    from pytest_heron.compare import value_key
+
+    if not gold and not pred:
+        return 1.0
+    g = [tuple(value_key(v) for v in row) for row in gold]
+    p = [tuple(value_key(v) for v in row) for row in pred]
+    width = max(1, max((len(r) for r in g), default=1))
+    unmatched_pred: dict[tuple[Any, ...], int] = {}
+    for row in p:
+        unmatched_pred[row] = unmatched_pred.get(row, 0) + 1
+    tp = fp = fn = 0.0
+    leftover_gold = []
+    for row in g:  # identical rows pair first
+        if unmatched_pred.get(row):
+            unmatched_pred[row] -= 1
+            tp += 1.0
+        else:
+            leftover_gold.append(row)
+    # Greedy pairing on a canonical order (not the rows' order): ties go to the smaller repr.
+    leftover_pred = sorted((r for r, n in unmatched_pred.items() for _ in range(n)), key=repr)
+    for row in sorted(leftover_gold, key=repr):
+        have = Counter(row)
+        best, best_shared = -1, -1
+        for i, cand in enumerate(leftover_pred[:2000]):  # bounded: partial credit, not a proof
+            shared = sum((have & Counter(cand)).values())
+            if shared > best_shared:
+                best, best_shared = i, shared
+        if best < 0:
+            fn += 1.0
+            continue
+        cand = leftover_pred.pop(best)
+        tp += best_shared / width
+        fp += (len(cand) - best_shared) / width
+        fn += (len(row) - best_shared) / width
+    fp += float(len(leftover_pred))
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / (tp + fp), tp / (tp + fn)
+    return 2 * precision * recall / (precision + recall)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: the chance that at least one of k samples drawn from n (c correct) is
+    correct, ``1 - C(n-c, k) / C(n, k)``.
+
+    >>> pass_at_k(5, 0, 1), pass_at_k(5, 5, 1), pass_at_k(4, 1, 2)
+    (0.0, 1.0, 0.5)
+    """
+    from math import comb
+
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def ves(outcomes: Sequence[Outcome]) -> float | None:
+    """Valid Efficiency Score: ``100/N * sum(1[correct] * sqrt(t_gold / t_pred))`` over the
+    questions whose times were measured (the per-question factor is stored as ``ves``)."""
+    timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
+    if not timed:
+        return None
+    total = sum(float(o["ves"]) for o in timed if o["correct"] and o.get("ves") is not None)
+    return round(100.0 * total / len(timed), 4)
+
+
+GRADE_WEIGHTS = {
+    "ex": 0.45,
+    "ves": 0.20,
+    "token_economy": 0.15,
+    "reliability": 0.10,
+    "latency": 0.10,
+}
+# References for a run scored alone (on a leaderboard the refs are the board's best).
+REF_TOKENS_PER_Q = 5000.0
+REF_LATENCY_S = 5.0
+
+
+def grade(
+    ex: float | None,
+    ves_score: float | None,
+    tokens_per_q: float | None,
+    errors: int,
+    n: int,
+    latency_s: float | None,
+) -> float | None:
+    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.15 TokenEconomy + 0.10 Reliability +
+    0.10 Latency``, with TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were billed),
+    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``."""
+    if ex is None or n == 0:
+        return None
+    token_economy = 100.0 if not tokens_per_q else 100.0 * min(1.0, REF_TOKENS_PER_Q / tokens_per_q)
+    latency = 100.0 if not latency_s else 100.0 * min(1.0, REF_LATENCY_S / latency_s)
+    parts = {
+        "ex": ex,
+        "ves": ves_score if ves_score is not None else ex,
+        "token_economy": token_economy,
+        "reliability": 100.0 * (1 - errors / n),
+        "latency": latency,
+    }
+    return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
+
+
+def bootstrap_interval(
+    hits: Sequence[bool], *, rounds: int = 2000, seed: int = 20261129
+) -> tuple[float, float] | None:
+    """A 95% percentile-bootstrap interval (in %) for a share, resampling questions with the
+    counter-based streams so the interval is the same on every machine."""
+    import numpy as np
+
+    from pytest_heron.generate import streams
+
+    n = len(hits)
+    if n == 0:
+        return None
+    values = np.asarray(hits, dtype=np.float64)
+    draws = np.arange(rounds * n, dtype=np.int64)
+    picks = streams.integers(streams.stream_key(seed, "bootstrap"), draws, 0, n - 1)
+    means = np.sort(values[picks].reshape(rounds, n).mean(axis=1))
+    lo, hi = means[int(0.025 * (rounds - 1))], means[int(0.975 * (rounds - 1))]
+    return round(100.0 * float(lo), 2), round(100.0 * float(hi), 2)
+
+
+def mcnemar_exact(wins: int, losses: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (A right/B wrong = wins).
+
+    >>> mcnemar_exact(0, 0), round(mcnemar_exact(10, 0), 4)
+    (1.0, 0.002)
+    """
+    from math import comb
+
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail: float = sum(comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2.0 * tail)
+
+
+def exact_match(gold_sql: str, pred_sql: str | None) -> bool:
+    """String match after sqlglot normalisation (shown beside EX to show how it under-counts)."""
+    import sqlglot
+
+    if not pred_sql:
+        return False
+
+    def norm(sql: str) -> str:
+        try:
+            return str(
+                sqlglot.parse_one(sql, read="postgres").sql(dialect="postgres", normalize=True)
+            )
+        except Exception:
+            return " ".join(sql.split()).rstrip(";").lower()
+
+    return norm(gold_sql) == norm(pred_sql)

@@ -92,6 +92,10 @@ def _fmt(value: Any, suffix: str = "%") -> str:
     return "n/a" if value is None else f"{value:.1f}{suffix}"
 
 
+def _interval(ci: Any) -> str:
+    return "n/a" if not ci else f"[{ci[0]:.1f}%, {ci[1]:.1f}%]"
+
+
 def conditions_line(c: Mapping[str, Any]) -> str:
     seeds = ",".join(str(s) for s in c.get("seeds") or [])
     return (
@@ -114,6 +118,13 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
         f"EX@1 (seed {c['seeds'][0]} only): {_fmt(m['ex1'])}   "
         f"errors: {m['errors']}/{n}   Set-Recall: {_fmt(m['set_recall'])}   "
         f"latency median: {_fmt(m['latency_s_median'], 's')}",
+        f"95% bootstrap interval of multi-state EX: {_interval(m.get('ex_multistate_ci95'))}   "
+        f"exact match (sqlglot-normalised SQL, not EX): {_fmt(m['exact_match'])}   "
+        f"Soft-F1: {_fmt(m['soft_f1'])}   VES (seed {c['seeds'][0]}): {_fmt(m['ves'], '')}",
+        f"Grade: {_fmt(m['grade'], '')} = "
+        + " + ".join(f"{w:.2f}·{k}" for k, w in metrics.GRADE_WEIGHTS.items())
+        + f" (alone: T_ref={metrics.REF_TOKENS_PER_Q:g} tokens/q,"
+        f" L_ref={metrics.REF_LATENCY_S:g}s)",
     ]
     kinds = metrics.error_kinds(doc["questions"])
     if kinds:

@@ -6,13 +6,14 @@ travel on an xdist test report unchanged.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_heron import compare, sandbox
+from pytest_heron import compare, metrics, sandbox
 from pytest_heron.adapters import to_prediction
 from pytest_heron.errors import AdapterError, InvalidPrediction
 from pytest_heron.types import Adapter, Prediction, Question
@@ -81,6 +82,7 @@ def new_outcome(q: Question) -> dict[str, Any]:
         "latency_s": None,
         "ves": None,
         "soft_f1": None,
+        "exact_match": False,
     }
 
 
@@ -91,6 +93,7 @@ def score_question(
     *,
     adapter_timeout: float,
     statement_timeout: float,
+    time_runs: int = 5,
 ) -> dict[str, Any]:
     """Run the adapter on ``q`` and score its SQL on every state. Never raises for the
     prediction's or the adapter's faults: they become the outcome's ``error_kind``."""
@@ -119,9 +122,10 @@ def score_question(
     out["pred_sql"] = pred.sql
     out["tables_in_context"] = _plain(pred.tables_in_context)
     out["usage"] = _plain(pred.usage)
+    out["exact_match"] = metrics.exact_match(q.gold_sql, pred.sql)
     keys = compare.order_keys(q.gold_sql)
     reasons = []
-    for state in states:
+    for i, state in enumerate(states):
         gold = sandbox.execute(
             state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
         )
@@ -139,9 +143,32 @@ def score_question(
             return out
         result = compare.compare(gold.rows, got.rows, order=keys)
         out["correct_by_state"][str(state.seed)] = result.equal
+        if i == 0:
+            out["soft_f1"] = round(metrics.soft_f1(gold.rows, got.rows), 6)
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")
     out["correct"] = bool(states) and all(out["correct_by_state"].values())
     if reasons:
         out["reason"] = "\n".join(reasons)
+    if out["correct"] and time_runs:
+        out["ves"] = _efficiency(states[0], q.gold_sql, pred.sql, statement_timeout, time_runs)
     return out
+
+
+def _efficiency(
+    state: StateRef, gold_sql: str, pred_sql: str, timeout_s: float, runs: int
+) -> float | None:
+    """``sqrt(t_gold / t_pred)`` with each time the minimum of ``runs`` executions after one
+    warm-up, gold and prediction interleaved on the first state (server-side execution time)."""
+    best = {"gold": float("inf"), "pred": float("inf")}
+    for attempt in range(runs + 1):
+        for side, dsn, text in (
+            ("gold", state.admin_dsn, gold_sql),
+            ("pred", state.reader_dsn, pred_sql),
+        ):
+            ms = sandbox.execution_ms(dsn, text, timeout_s=timeout_s)
+            if ms is None:
+                return None
+            if attempt > 0:
+                best[side] = min(best[side], ms)
+    return round(math.sqrt(max(best["gold"], 1e-3) / max(best["pred"], 1e-3)), 6)

@@ -147,3 +147,24 @@ def execute(
     finally:
         timer.cancel()
         conn.close()
+
+
+def execution_ms(dsn: str, sql_text: str, *, timeout_s: float) -> float | None:
+    """Server-side execution time of one (already accepted) query, from EXPLAIN ANALYZE with
+    timing of nodes off, in the same pinned, read-only session settings; None if it fails."""
+    text = sql_text.strip().rstrip(";").strip()
+    try:
+        with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
+            conn.read_only = True
+            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+            conn.execute("SET LOCAL TimeZone = 'UTC'")
+            conn.execute("SET LOCAL jit = off")
+            conn.execute("SET LOCAL search_path = public")
+            row = conn.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + text).fetchone()
+            conn.rollback()
+    except psycopg.Error:
+        return None
+    if not row:
+        return None
+    plan = row[0][0] if isinstance(row[0], list) else row[0]
+    return float(plan["Execution Time"])

@@ -30,6 +30,7 @@ from pytest_heron.states import ensure_state
 from pytest_heron.types import Adapter, BenchmarkContext, Question
 
 Hook = Callable[[str], Any]
+SEED_JOBS = max(1, min(4, os.cpu_count() or 1))  # processes that load a missing state
 
 
 class HeronRun:
@@ -58,7 +59,9 @@ class HeronRun:
         self.server = start(kind, s.dsn)
         built = []
         for seed in s.seeds:
-            built.append(ensure_state(self.server, s.scale, seed, progress=progress))
+            built.append(
+                ensure_state(self.server, s.scale, seed, jobs=SEED_JOBS, progress=progress)
+            )
         self.states = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
         with psycopg.connect(self.server.admin_dsn) as conn:
             version = conn.execute("SHOW server_version").fetchone()

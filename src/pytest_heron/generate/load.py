@@ -170,7 +170,7 @@ def seed_database(
         elapsed = max(now - started, 1e-9)
         rate = done / elapsed
         eta = (total - done) / rate if rate > 0 else 0.0
-        say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s), now {fq}")
+        say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s), done: {fq}")
 
     if jobs <= 1:
         for fq, lo, hi in tasks:

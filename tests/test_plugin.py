@@ -476,6 +476,11 @@ def test_no_backend_is_left_running(
     private = _private(pytester)
     cache = tmp_path / "own-cache"
     monkeypatch.setenv("HERON_CACHE_DIR", str(cache))
+    pytester.makepyfile(dying=DYING)
+    died = pytester.runpytest_subprocess(
+        "--heron-adapter=dying:Dying", f"--heron-questions={private}", *FAST
+    )
+    assert died.ret == 3  # killed mid-run: it could not stop the server itself
     pytester.runpytest_subprocess(
         "--heron-adapter=gold", f"--heron-questions={private}", "-n", "2", *FAST
     ).assert_outcomes(passed=3)

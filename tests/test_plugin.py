@@ -53,7 +53,7 @@ def _stable(doc: dict[str, Any]) -> dict[str, Any]:
     """The results without what legitimately varies between runs (timings, start time)."""
     doc = json.loads(json.dumps(doc))
     doc["conditions"].pop("started_at")
-    for timed in ("latency_s_median", "ves", "grade"):  # wall-clock based
+    for timed in ("latency_s_median", "latency_s_p90", "ves", "grade"):  # wall-clock based
         doc["metrics"].pop(timed)
     for q in doc["questions"]:
         q.pop("latency_s")
@@ -135,13 +135,15 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "cost_usd",
         "errors",
         "latency_s_median",
+        "latency_s_p90",
         "grade",
     }
     assert doc["metrics"]["ex_at_k"] is None and doc["metrics"]["errors"] == 0
     assert doc["metrics"]["exact_match"] == 100.0 and doc["metrics"]["soft_f1"] == 100.0
     assert doc["metrics"]["ves"] is not None and 50 < doc["metrics"]["ves"] < 200
     assert doc["metrics"]["grade"] is not None and doc["metrics"]["grade"] > 80
-    assert set(doc["breakdown"]) == {"shape", "retrieval", "trap"}
+    assert set(doc["breakdown"]) == {"shape", "retrieval", "trap", "join_width"}
+    assert doc["breakdown"]["join_width"]["0 tables"]["n"] == 3
     assert doc["breakdown"]["shape"]["join"] == {
         "n": 1,
         "ex1": 100.0,

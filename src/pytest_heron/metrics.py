@@ -74,6 +74,7 @@ def summary(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, Any]:
         "cost_usd": None,
         "errors": errors,
         "latency_s_median": latency,
+        "latency_s_p90": _quantile(latencies, 0.9),
         "grade": grade(ex, ves_score, tokens_per_q, errors, n, latency),
     }
 
@@ -87,11 +88,12 @@ def _buckets(outcomes: Sequence[Outcome], keys_of: Any) -> dict[str, list[Outcom
 
 
 def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, dict[str, Any]]:
-    """EX per shape, retrieval class and trap."""
+    """EX per shape, retrieval class, trap and join width (the number of gold tables)."""
     axes: dict[str, Any] = {
         "shape": lambda o: [o["shape"]],
         "retrieval": lambda o: [o["retrieval"]],
         "trap": lambda o: list(o.get("traps") or []),
+        "join_width": lambda o: [_width_bucket(len(o.get("gold_tables") or []))],
     }
     out: dict[str, dict[str, Any]] = {}
     for axis, keys_of in axes.items():
@@ -105,6 +107,25 @@ def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, dict[st
             for bucket, group in _buckets(outcomes, keys_of).items()
         }
     return out
+
+
+def _width_bucket(n: int) -> str:
+    return f"{n} tables" if n < 5 else "5+ tables"
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile by linear interpolation (as numpy's default), or None without values.
+
+    >>> _quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9)
+    4.6
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return round(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo), 6)
 
 
 def error_kinds(outcomes: Iterable[Outcome]) -> dict[str, int]:

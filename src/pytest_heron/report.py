@@ -117,7 +117,8 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
         f"multi-state EX@1 (all {states} states): {_fmt(m['ex_multistate'])}   "
         f"EX@1 (seed {c['seeds'][0]} only): {_fmt(m['ex1'])}   "
         f"errors: {m['errors']}/{n}   Set-Recall: {_fmt(m['set_recall'])}   "
-        f"latency median: {_fmt(m['latency_s_median'], 's')}",
+        f"latency median/p90: {_fmt(m['latency_s_median'], 's')}/"
+        f"{_fmt(m.get('latency_s_p90'), 's')}",
         f"95% bootstrap interval of multi-state EX: {_interval(m.get('ex_multistate_ci95'))}   "
         f"exact match (sqlglot-normalised SQL, not EX): {_fmt(m['exact_match'])}   "
         f"Soft-F1: {_fmt(m['soft_f1'])}   VES (seed {c['seeds'][0]}): {_fmt(m['ves'], '')}",

@@ -490,3 +490,24 @@ def test_no_backend_is_left_running(
     assert (cache / "pg16" / "PG_VERSION").exists()
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
     assert [line for line in ps.stdout.splitlines() if pgdata in line] == []
+
+
+def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Wrong",
+        "--heron-report=rep",
+        f"--heron-questions={private}",
+        *FAST,
+    )
+    folder = pytester.path / "rep"
+    doc = _results(folder / "results.json")
+    assert doc["metrics"]["ex_multistate"] == 0.0
+    lines = (folder / "questions.csv").read_text().splitlines()
+    assert lines[0].startswith("id,shape,retrieval") and len(lines) == 4
+    page = (folder / "report.html").read_text()
+    assert "multi-state EX@1 0.0% over n=3" in page and "adapter=myadapters:Wrong" in page
+    assert page.count("<svg") >= 4  # EX by shape, retrieval, trap, join width; error kinds
+    assert "rejected" in page and "invalid_prediction" in page
+    assert "http://" not in page and "https://" not in page and "<script" not in page

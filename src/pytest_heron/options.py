@@ -68,6 +68,13 @@ OPTIONS: tuple[Option, ...] = (
         "PATH",
     ),
     Option("heron-output", None, "write the results file (JSON) here (default: none)", "PATH"),
+    Option(
+        "heron-report",
+        None,
+        "write results.json, questions.csv and a self-contained "
+        "report.html into this folder (default: none)",
+        "DIR",
+    ),
     Option("heron-timeout", "120", "adapter time limit per question, seconds (default: 120)", "S"),
     Option(
         "heron-statement-timeout", "30", "time limit per SQL statement, seconds (default: 30)", "S"
@@ -106,6 +113,7 @@ class Settings:
     dsn: str | None = None
     questions: Path | None = None
     output: Path | None = None
+    report: Path | None = None
     timeout: float = 120.0
     statement_timeout: float = 30.0
     min_ex: float | None = None
@@ -189,6 +197,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         dsn=dsn,
         questions=Path(questions) if questions else None,
         output=Path(output) if output else None,
+        report=Path(raw["heron-report"]) if raw["heron-report"] else None,
         timeout=_number("heron-timeout", raw["heron-timeout"], float, minimum=0.001),
         statement_timeout=_number(
             "heron-statement-timeout", raw["heron-statement-timeout"], float, minimum=0.001

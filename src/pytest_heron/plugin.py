@@ -241,6 +241,8 @@ class HeronPlugin:
             tr.write_line(f"resumed: {len(self.run.resumed)} questions taken from the journal")
         if self.run.settings.output is not None:
             tr.write_line(f"results written to {self.run.settings.output}")
+        if self.run.settings.report is not None:
+            tr.write_line(f"report written to {self.run.settings.report}/report.html")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         if not _is_worker(config):

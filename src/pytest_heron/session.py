@@ -198,4 +198,8 @@ class HeronRun:
         self.results = report.results_document(conditions, list(self.outcomes.values()))
         if self.settings.output is not None:
             report.write_results(self.settings.output, self.results)
+        if self.settings.report is not None:
+            from pytest_heron.html import write_report
+
+            write_report(self.settings.report, self.results)
         return self.results

@@ -24,6 +24,7 @@ import yaml
 from sqlglot import exp
 
 from pytest_heron import compare
+from pytest_heron.sandbox import pin_session
 from pytest_heron.types import Question
 
 VOLATILE = {
@@ -99,10 +100,7 @@ def run(dsn: str, sql: str, timeout_s: float = 60.0) -> Run:
     """Execute read-only with pinned settings; never raises for SQL errors."""
     try:
         with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
-            conn.read_only = True
-            conn.execute(f"SET LOCAL statement_timeout = {int(timeout_s * 1000)}")
-            conn.execute("SET LOCAL TimeZone = 'UTC'")
-            conn.execute("SET LOCAL jit = off")
+            pin_session(conn, timeout_s)
             cur = conn.execute(sql)
             rows = cur.fetchall()
             types = tuple(d.type_code for d in cur.description or [])
@@ -416,20 +414,6 @@ def kill_rate(results: dict[str, list[MutantResult]], questions: Sequence[Questi
         killed_single=sum(r.killed_first for r in counted),
         killed_multi=sum(r.killed_any for r in counted),
     )
-
-
-def tag_table(questions: Sequence[Question]) -> str:
-    """Markdown: the number of questions per shape and retrieval class."""
-    from pytest_heron.types import RETRIEVALS, SHAPES
-
-    head = "| shape \\ retrieval | " + " | ".join(RETRIEVALS) + " | total |"
-    lines = [head, "|---|" + "---:|" * (len(RETRIEVALS) + 1)]
-    for shape in SHAPES:
-        counts = [sum(q.shape == shape and q.retrieval == r for q in questions) for r in RETRIEVALS]
-        lines.append(f"| {shape} | " + " | ".join(map(str, counts)) + f" | {sum(counts)} |")
-    totals = [sum(q.retrieval == r for q in questions) for r in RETRIEVALS]
-    lines.append("| total | " + " | ".join(map(str, totals)) + f" | {len(questions)} |")
-    return "\n".join(lines)
 
 
 # -- command line for question authors ----------------------------------------------------------

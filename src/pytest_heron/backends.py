@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,7 +166,3 @@ def start(kind: str, dsn: str | None) -> Server:
     if kind == "embedded":
         return embedded()
     raise BackendError(f"unknown backend {kind!r}")
-
-
-def log(msg: str) -> None:
-    print(f"heron: {msg}", file=sys.stderr, flush=True)

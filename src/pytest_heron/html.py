@@ -34,13 +34,18 @@ CSV_COLUMNS = (
 )
 
 
+def _tokens(q: Mapping[str, Any]) -> int:
+    """Billed tokens of one question (prompt + completion, as the provider reported them)."""
+    usage = q.get("usage") or {}
+    return sum(int(v) for k, v in usage.items() if k.endswith("_tokens"))
+
+
 def questions_csv(doc: Mapping[str, Any]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for q in doc["questions"]:
-        usage = q.get("usage") or {}
-        tokens = sum(int(v) for k, v in usage.items() if k.endswith("_tokens")) if usage else ""
+        tokens = _tokens(q) if q.get("usage") else ""
         row = {
             **q,
             "traps": " ".join(q.get("traps") or []),
@@ -80,9 +85,7 @@ def _scatter(doc: Mapping[str, Any]) -> str:
     """Correctness against billed tokens per question."""
     points = []
     for q in doc["questions"]:
-        usage = q.get("usage") or {}
-        tokens = sum(int(v) for k, v in usage.items() if k.endswith("_tokens"))
-        points.append((tokens, bool(q["correct"]), str(q["id"])))
+        points.append((_tokens(q), bool(q["correct"]), str(q["id"])))
     if not any(t for t, _, _ in points):
         return "<p>EX vs tokens: the adapter reported no billed tokens.</p>"
     top = max(t for t, _, _ in points) or 1

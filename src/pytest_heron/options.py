@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,6 @@ class Settings:
     model: str | None = None
     temperature: float = 0.0
     resume: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def seeds(self) -> tuple[int, ...]:

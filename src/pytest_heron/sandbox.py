@@ -73,6 +73,19 @@ def check_statement(sql_text: str) -> str | None:
     return None
 
 
+def pin_session(conn: psycopg.Connection[Any], timeout_s: float) -> None:
+    """Make the open transaction read-only with the benchmark's pinned settings and a
+    statement timeout (settings are LOCAL: they end with the transaction)."""
+    conn.read_only = True
+    conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+    conn.execute("SET LOCAL TimeZone = 'UTC'")
+    conn.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+    conn.execute("SET LOCAL IntervalStyle = 'postgres'")
+    conn.execute("SET LOCAL jit = off")
+    conn.execute("SET LOCAL extra_float_digits = 1")
+    conn.execute("SET LOCAL search_path = public")
+
+
 def execute(
     dsn: str,
     sql_text: str,
@@ -96,15 +109,7 @@ def execute(
     timer = threading.Timer(timeout_s + 2.0, conn.cancel)
     try:
         with conn:
-            conn.read_only = True
-            ms = max(1, int(timeout_s * 1000))
-            conn.execute(f"SET LOCAL statement_timeout = {ms}")
-            conn.execute("SET LOCAL TimeZone = 'UTC'")
-            conn.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-            conn.execute("SET LOCAL IntervalStyle = 'postgres'")
-            conn.execute("SET LOCAL jit = off")
-            conn.execute("SET LOCAL extra_float_digits = 1")
-            conn.execute("SET LOCAL search_path = public")
+            pin_session(conn, timeout_s)
             timer.start()
             with conn.cursor(name="heron_query") as cur:
                 cur.execute(text)
@@ -155,11 +160,7 @@ def execution_ms(dsn: str, sql_text: str, *, timeout_s: float) -> float | None:
     text = sql_text.strip().rstrip(";").strip()
     try:
         with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
-            conn.read_only = True
-            conn.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
-            conn.execute("SET LOCAL TimeZone = 'UTC'")
-            conn.execute("SET LOCAL jit = off")
-            conn.execute("SET LOCAL search_path = public")
+            pin_session(conn, timeout_s)
             row = conn.execute("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) " + text).fetchone()
             conn.rollback()
     except psycopg.Error:

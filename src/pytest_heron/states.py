@@ -39,10 +39,6 @@ class State:
     reader_dsn: str
     manifest: dict[str, object]
 
-    @property
-    def rows(self) -> int:
-        return int(str(self.manifest["rows"]))
-
 
 def state_name(scale: str, seed: int) -> str:
     return f"heron_{scale}_{seed}_{load_bundle().data_version}"

@@ -17,6 +17,7 @@ from pytest_heron.errors import ConfigError
 
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
+STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,38 @@ OPTIONS: tuple[Option, ...] = (
     Option("heron-model", None, "model name for LLM adapters (default: none)", "M"),
     Option("heron-temperature", "0", "sampling temperature for LLM adapters (default: 0)", "T"),
     Option(
+        "heron-samples",
+        "1",
+        "answers asked of the adapter per question; EX@k is pass@k over them (default: 1)",
+        "N",
+    ),
+    Option(
+        "heron-strategy",
+        "zero-shot",
+        "prompting strategy of the raw-llm adapter: zero-shot, few-shot, self-correct or "
+        "few-shot+self-correct (default: zero-shot)",
+        "NAME",
+    ),
+    Option(
+        "heron-llm-cache",
+        None,
+        "SQLite file caching LLM responses (default: llm-cache.sqlite3 in the heron cache folder)",
+        "PATH",
+    ),
+    Option(
+        "heron-offline",
+        "false",
+        "LLM adapters replay from the cache only; a cache miss fails the question (default: off)",
+        flag=True,
+    ),
+    Option(
+        "heron-prices",
+        None,
+        "a YAML price table (USD per million tokens, per model) replacing the built-in one "
+        "(default: built-in)",
+        "PATH",
+    ),
+    Option(
         "heron-resume",
         "false",
         "continue an interrupted run from the journal next to "
@@ -121,6 +154,11 @@ class Settings:
     endpoint: str | None = None
     model: str | None = None
     temperature: float = 0.0
+    samples: int = 1
+    strategy: str = "zero-shot"
+    llm_cache: Path | None = None
+    offline: bool = False
+    prices: Path | None = None
     resume: bool = False
 
     @property
@@ -206,6 +244,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         endpoint=raw["heron-endpoint"],
         model=raw["heron-model"],
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
+        samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
+        strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
+        llm_cache=Path(raw["heron-llm-cache"]) if raw["heron-llm-cache"] else None,
+        offline=_flag("heron-offline", raw["heron-offline"]),
+        prices=Path(raw["heron-prices"]) if raw["heron-prices"] else None,
         resume=_flag("heron-resume", raw["heron-resume"]),
     )
 

@@ -63,6 +63,11 @@ class Adapter(Protocol):
 
     ``generate`` may return a :class:`Prediction`, a SQL string, or a mapping with key ``sql``
     (optionally ``tables`` and ``usage``); raising marks the question as ``adapter_error``.
+
+    With ``--heron-samples N`` (N > 1) the runner asks each question N times. An adapter whose
+    ``generate`` accepts a ``sample`` keyword receives the sample index 0..N-1 (an LLM adapter
+    keys its cache on it, so each sample is a separate, reproducible call); otherwise
+    ``generate(q)`` is simply called again.
     """
 
     name: str

@@ -141,7 +141,7 @@ class ChatStub:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
             def _send(self, reply: Reply) -> None:
@@ -158,7 +158,7 @@ class ChatStub:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     self._send(
                         {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
@@ -166,7 +166,7 @@ class ChatStub:
                 else:
                     self._send(Raw(404, b'{"error": {"message": "not found"}}'))
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length)
                 if not self.path.rstrip("/").endswith("/chat/completions"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import openai
 import pytest
+
 from chat_stub import ChatStub, Raw, completion, rate_limited
 
 

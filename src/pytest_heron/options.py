@@ -106,10 +106,11 @@ OPTIONS: tuple[Option, ...] = (
         "NAME",
     ),
     Option(
-        "heron-llm-cache",
+        "heron-cache",
         None,
-        "SQLite file caching LLM responses (default: llm-cache.sqlite3 in the heron cache folder)",
-        "PATH",
+        "folder of the LLM response cache (record/replay; file llm-cache.sqlite3) "
+        "(default: the heron cache folder)",
+        "DIR",
     ),
     Option(
         "heron-offline",
@@ -156,7 +157,7 @@ class Settings:
     temperature: float = 0.0
     samples: int = 1
     strategy: str = "zero-shot"
-    llm_cache: Path | None = None
+    cache: Path | None = None
     offline: bool = False
     prices: Path | None = None
     resume: bool = False
@@ -246,7 +247,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
         samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
         strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
-        llm_cache=Path(raw["heron-llm-cache"]) if raw["heron-llm-cache"] else None,
+        cache=Path(raw["heron-cache"]) if raw["heron-cache"] else None,
         offline=_flag("heron-offline", raw["heron-offline"]),
         prices=Path(raw["heron-prices"]) if raw["heron-prices"] else None,
         resume=_flag("heron-resume", raw["heron-resume"]),

@@ -19,7 +19,7 @@ import psycopg
 
 from pytest_heron import __version__, report
 from pytest_heron.adapters import make_adapter
-from pytest_heron.backends import Server, choose, start
+from pytest_heron.backends import Server, cache_dir, choose, start
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
 from pytest_heron.journal import Journal, journal_path
@@ -30,6 +30,7 @@ from pytest_heron.states import ensure_state
 from pytest_heron.types import Adapter, BenchmarkContext, Question
 
 Hook = Callable[[str], Any]
+LLM_CACHE_FILE = "llm-cache.sqlite3"  # inside --heron-cache DIR (default: the heron cache folder)
 SEED_JOBS = max(1, min(4, os.cpu_count() or 1))  # processes that load a missing state
 
 
@@ -152,7 +153,7 @@ class HeronRun:
                     "temperature": s.temperature,
                     "samples": s.samples,
                     "strategy": s.strategy,
-                    "llm_cache": str(s.llm_cache) if s.llm_cache else None,
+                    "llm_cache": str((s.cache or cache_dir()) / LLM_CACHE_FILE),
                     "offline": s.offline,
                     "statement_timeout": s.statement_timeout,
                     "data_version": load_bundle().data_version,

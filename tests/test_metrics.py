@@ -94,3 +94,91 @@ def test_exact_match_normalises_but_is_strict() -> None:
     assert metrics.exact_match("SELECT a FROM t", "select  a\nfrom t;")
     assert not metrics.exact_match("SELECT a FROM t", "SELECT t.a FROM t")
     assert not metrics.exact_match("SELECT a FROM t", None)
+
+
+def _sampled(flags: list[bool]) -> dict[str, Any]:
+    return {"samples": [{"correct": f} for f in flags]}
+
+
+@given(
+    st.integers(2, 12).flatmap(
+        lambda n: st.lists(st.lists(st.booleans(), min_size=n, max_size=n), min_size=1, max_size=8)
+    )
+)
+@settings(max_examples=150, deadline=None)
+def test_ex_at_k_is_monotone_in_k_and_starts_at_the_mean_share(flags: list[list[bool]]) -> None:
+    n = len(flags[0])
+    at_k = metrics.ex_at_k([_sampled(f) for f in flags], n)
+    assert at_k is not None and next(iter(at_k)) == "1" and list(at_k)[-1] == str(n)
+    values = list(at_k.values())
+    assert values == sorted(values) and all(0 <= v <= 100 for v in values)
+    mean_share = 100 * sum(sum(f) / n for f in flags) / len(flags)
+    assert at_k["1"] == pytest.approx(mean_share, abs=1e-3)
+    # EX@n: a question counts as soon as any sample was right
+    assert at_k[str(n)] == pytest.approx(100 * sum(any(f) for f in flags) / len(flags), abs=1e-3)
+
+
+def test_ex_at_k_needs_samples_and_counts_missing_ones_as_wrong() -> None:
+    assert metrics.ex_at_k([_sampled([True])], 1) is None
+    assert metrics.ex_at_k([], 5) is None
+    assert list(metrics.ex_at_k([_sampled([True] * 12)], 12) or {}) == ["1", "5", "10", "12"]
+    crashed: dict[str, Any] = {"correct": False}  # an infra crash has no samples list
+    assert metrics.ex_at_k([_sampled([True, True]), crashed], 2) == {"1": 50.0, "2": 50.0}
+
+
+@pytest.mark.parametrize(
+    ("ratio", "reward"),
+    [
+        (100.0, 1.25),
+        (2.0, 1.25),
+        (1.999, 1.0),
+        (1.0, 1.0),
+        (0.999, 0.75),
+        (0.5, 0.75),
+        (0.499, 0.5),
+        (0.25, 0.5),
+        (0.2499, 0.25),
+        (0.0, 0.25),
+    ],
+)
+def test_ves_reward_buckets(ratio: float, reward: float) -> None:
+    assert metrics.ves_reward(ratio) == reward
+
+
+def test_r_ves_uses_the_squared_ves_factor_and_counts_wrong_answers_as_zero() -> None:
+    outcomes = [
+        {"correct": True, "ves": 2.0},  # ratio 4 -> 1.25
+        {"correct": True, "ves": 0.6},  # ratio 0.36 -> 0.5
+        {"correct": False, "ves": None},  # wrong -> 0
+        {"correct": True, "ves": None},  # not timed (e.g. EXPLAIN failed): left out
+    ]
+    assert metrics.r_ves(outcomes) == round(100 * (1.25 + 0.5) / 3, 4)
+    assert metrics.r_ves([]) is None
+
+
+def test_cost_from_billed_tokens_and_a_price() -> None:
+    price = {"prompt": 3.0, "completion": 15.0}
+    assert metrics.cost_usd(1_000_000, 0, price) == 3.0
+    assert metrics.cost_usd(200, 100, price) == pytest.approx((200 * 3 + 100 * 15) / 1e6)
+    assert metrics.cost_usd(None, None, price) is None  # nothing billed: n/a, not 0
+    assert metrics.cost_usd(10, 10, None) is None  # no price for the model: n/a
+
+
+def test_price_table_lookup_and_validation(tmp_path: Any) -> None:
+    from pytest_heron.errors import ConfigError
+    from pytest_heron.pricing import load_prices, price_for
+
+    builtin = load_prices()
+    assert price_for("gpt-4o-mini", builtin) == price_for("openai/gpt-4o-mini", builtin)
+    assert price_for("unknown-model", builtin) is None and price_for(None, builtin) is None
+    for text, message in [
+        ("just text", "has no 'models' mapping"),
+        ("models:\n  m: {prompt: -1, completion: 0}\n", "model 'm': expected"),
+        ("models: [1, 2", "cannot read"),
+    ]:
+        path = tmp_path / "p.yaml"
+        path.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_prices(path)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_prices(tmp_path / "missing.yaml")

@@ -53,7 +53,7 @@ def _stable(doc: dict[str, Any]) -> dict[str, Any]:
     """The results without what legitimately varies between runs (timings, start time)."""
     doc = json.loads(json.dumps(doc))
     doc["conditions"].pop("started_at")
-    for timed in ("latency_s_median", "latency_s_p90", "ves", "grade"):  # wall-clock based
+    for timed in ("latency_s_median", "latency_s_p90", "ves", "r_ves", "grade"):  # wall-clock based
         doc["metrics"].pop(timed)
     for q in doc["questions"]:
         q.pop("latency_s")
@@ -110,6 +110,8 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "model",
         "temperature",
         "samples",
+        "strategy",
+        "price",
         "n_questions",
         "tables",
         "schemas",
@@ -127,6 +129,7 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "ex_at_k",
         "exact_match",
         "ves",
+        "r_ves",
         "soft_f1",
         "set_recall",
         "tokens_prompt",
@@ -511,3 +514,70 @@ def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
     assert page.count("<svg") >= 4  # EX by shape, retrieval, trap, join width; error kinds
     assert "rejected" in page and "invalid_prediction" in page
     assert "http://" not in page and "https://" not in page and "<script" not in page
+
+
+SAMPLED = """
+class Sampled:
+    '''Right only on sample 1 for v001 and on every sample for v002; bills 10 + 2 tokens each.'''
+    name = "sampled"
+    version = "1"
+    def prepare(self, ctx):
+        self.seen = []
+    def generate(self, q, sample=0):
+        self.seen.append(sample)
+        right = q.id == "v002" or (q.id == "v001" and sample == 1)
+        sql = q.gold_sql if right else "SELECT 0 AS x"
+        return {"sql": sql, "usage": {"prompt_tokens": 10, "completion_tokens": 2}}
+"""
+
+
+def test_samples_give_ex_at_k_summed_usage_and_cost(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(sampled=SAMPLED)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=sampled:Sampled",
+        f"--heron-questions={private}",
+        "--heron-samples=3",
+        "--heron-model=openai/gpt-4o-mini",
+        "--heron-output=out.json",
+        *FAST,
+    )
+    doc = _results(pytester.path / "out.json")
+    by_id = {q["id"]: q for q in doc["questions"]}
+    # v001: sample 0 is wrong (EX@1 counts sample 0), one of three samples is right.
+    assert [s["correct"] for s in by_id["v001"]["samples"]] == [False, True, False]
+    assert [s["sample"] for s in by_id["v001"]["samples"]] == [0, 1, 2]
+    assert by_id["v001"]["correct"] is False and by_id["v002"]["correct"] is True
+    # pass@1 per question: v001 1/3, v002 1, v003 0 -> mean 4/9; pass@3: 1, 1, 0 -> 2/3.
+    assert doc["metrics"]["ex_at_k"] == {"1": round(400 / 9, 4), "3": round(200 / 3, 4)}
+    assert doc["metrics"]["ex_multistate"] == round(100 / 3, 4)
+    # every sample was billed: 3 questions x 3 samples x (10 + 2)
+    assert by_id["v001"]["usage"] == {"prompt_tokens": 30, "completion_tokens": 6}
+    assert doc["metrics"]["tokens_prompt"] == 90 and doc["metrics"]["tokens_completion"] == 18
+    price = doc["conditions"]["price"]
+    assert price["model"] == "gpt-4o-mini"
+    expected = (90 * price["prompt"] + 18 * price["completion"]) / 1e6
+    assert doc["metrics"]["cost_usd"] == pytest.approx(expected)
+    text = result.stdout.str()
+    assert "EX@1 44.4%, EX@3 66.7% (pass@k over 3 samples" in text
+    assert f"cost: ${expected:.6f} (gpt-4o-mini list price" in text
+
+
+def test_price_table_option_and_its_errors(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(sampled=SAMPLED)
+    (pytester.path / "prices.yaml").write_text(
+        "models:\n  house-model: {prompt: 1000000, completion: 0}\n"
+    )
+    common = ["--heron-adapter=sampled:Sampled", f"--heron-questions={private}", *FAST]
+    pytester.runpytest_subprocess(
+        *common, "--heron-model=house-model", "--heron-prices=prices.yaml", "--heron-output=o.json"
+    )
+    doc = _results(pytester.path / "o.json")
+    assert doc["metrics"]["cost_usd"] == 30.0  # 30 prompt tokens at $1 each
+    unknown = pytester.runpytest_subprocess(*common, "--heron-model=mystery-7b")
+    assert "cost: n/a (no price for 'mystery-7b'; see --heron-prices)" in unknown.stdout.str()
+    (pytester.path / "bad.yaml").write_text("models:\n  m: {prompt: cheap}\n")
+    bad = pytester.runpytest_subprocess(*common, "--heron-prices=bad.yaml")
+    assert bad.ret != 0
+    assert "bad.yaml, model 'm': expected {prompt: N, completion: N}" in bad.stderr.str()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron import metrics
-from pytest_heron.report import conditions_line, write_atomic, write_results
+from pytest_heron.report import conditions_line, usage_line, write_atomic, write_results
 
 CSV_COLUMNS = (
     "id",
@@ -101,6 +101,16 @@ def _scatter(doc: Mapping[str, Any]) -> str:
     )
 
 
+def _card_number(label: str, value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if label.startswith("cost"):
+        return f"{value:.6f}"
+    if label.startswith("billed tokens"):
+        return f"{value:.0f}"
+    return f"{value:.1f}"
+
+
 def render(doc: Mapping[str, Any]) -> str:
     c, m = doc["conditions"], doc["metrics"]
     n = len(doc["questions"])
@@ -110,11 +120,19 @@ def render(doc: Mapping[str, Any]) -> str:
         ("exact match", m["exact_match"]),
         ("Soft-F1", m["soft_f1"]),
         ("VES", m["ves"]),
+        ("R-VES", m.get("r_ves")),
         ("Set-Recall", m["set_recall"]),
         ("Grade", m["grade"]),
     ]
+    if m.get("ex_at_k"):
+        k, value = list(m["ex_at_k"].items())[-1]
+        headline.insert(2, (f"EX@{k} (ceiling)", value))
+    if m.get("tokens_per_q") is not None:
+        headline.append(("billed tokens / question", m["tokens_per_q"]))
+    if m.get("cost_usd") is not None:
+        headline.append(("cost, USD", m["cost_usd"]))
     cards = "".join(
-        f'<div class="card"><div class="num">{"n/a" if v is None else f"{v:.1f}"}</div>'
+        f'<div class="card"><div class="num">{_card_number(k, v)}</div>'
         f"<div>{html.escape(k)}</div></div>"
         for k, v in headline
     )
@@ -160,6 +178,7 @@ table {{ border-collapse: collapse; }} td {{ border-top: 1px solid #ddd; padding
 <p class="conditions">{html.escape(conditions_line(c))}</p>
 <p>Headline: multi-state EX@1 {m["ex_multistate"]}% over n={n}{interval}.</p>
 <div class="cards">{cards}</div>
+<p class="usage">{html.escape(usage_line(c, m))}</p>
 {"".join(charts)}
 <h2>Questions</h2><table><tr><th>id</th><th>correct</th><th>error</th><th>predicted SQL</th></tr>
 {rows}</table>

@@ -45,7 +45,50 @@ def _usage_sum(outcomes: Sequence[Outcome], key: str) -> int | None:
     return sum(values) if values else None
 
 
-def summary(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, Any]:
+def ex_at_k(outcomes: Sequence[Outcome], samples: int) -> dict[str, float] | None:
+    """EX@k for k in 1, 5, 10, ... up to ``samples`` (and ``samples`` itself): the mean over
+    questions of the unbiased pass@k, with c = the samples right on every state. Questions
+    without a ``samples`` list (e.g. a crashed worker) count as c = 0. None with one sample.
+
+    >>> ex_at_k([{"samples": [{"correct": True}, {"correct": False}]}], 2)
+    {'1': 50.0, '2': 100.0}
+    """
+    if samples < 2 or not outcomes:
+        return None
+    ks = sorted({1, samples} | {k for k in (5, 10, 20, 50, 100) if k < samples})
+    correct = [sum(bool(s.get("correct")) for s in o.get("samples") or []) for o in outcomes]
+    return {
+        str(k): round(
+            100.0 * sum(pass_at_k(samples, min(c, samples), k) for c in correct) / len(outcomes), 4
+        )
+        for k in ks
+    }
+
+
+def cost_usd(
+    prompt_tokens: int | None, completion_tokens: int | None, price: Mapping[str, Any] | None
+) -> float | None:
+    """Billed tokens times the price (USD per million prompt / completion tokens); None when
+    there is no price for the model or no tokens were billed.
+
+    >>> cost_usd(2_000_000, 500_000, {"prompt": 2.5, "completion": 10.0})
+    10.0
+    """
+    if not price or (prompt_tokens is None and completion_tokens is None):
+        return None
+    total = (prompt_tokens or 0) * float(price["prompt"]) + (completion_tokens or 0) * float(
+        price["completion"]
+    )
+    return round(total / 1_000_000, 10)
+
+
+def summary(
+    outcomes: Sequence[Outcome],
+    first_seed: int,
+    *,
+    samples: int = 1,
+    price: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Every key of the results file's ``metrics`` object."""
     latencies = [o["latency_s"] for o in outcomes if o.get("latency_s") is not None]
     prompt = _usage_sum(outcomes, "prompt_tokens")
@@ -63,15 +106,16 @@ def summary(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, Any]:
         "ex1": ex_first_state(outcomes, first_seed),
         "ex_multistate": ex,
         "ex_multistate_ci95": bootstrap_interval([bool(o["correct"]) for o in outcomes]),
-        "ex_at_k": None,
+        "ex_at_k": ex_at_k(outcomes, samples),
         "exact_match": _pct(sum(bool(o.get("exact_match")) for o in outcomes), n),
         "ves": ves_score,
+        "r_ves": r_ves(outcomes),
         "soft_f1": None if not outcomes else round(100.0 * sum(f1s) / n, 4),
         "set_recall": set_recall(outcomes),
         "tokens_prompt": prompt,
         "tokens_completion": completion,
         "tokens_per_q": tokens_per_q,
-        "cost_usd": None,
+        "cost_usd": cost_usd(prompt, completion, price),
         "errors": errors,
         "latency_s_median": latency,
         "latency_s_p90": _quantile(latencies, 0.9),
@@ -218,6 +262,38 @@ def ves(outcomes: Sequence[Outcome]) -> float | None:
     if not timed:
         return None
     total = sum(float(o["ves"]) for o in timed if o["correct"] and o.get("ves") is not None)
+    return round(100.0 * total / len(timed), 4)
+
+
+def ves_reward(ratio: float) -> float:
+    """The reward of R-VES (BIRD's reward-based VES) for a correct answer with time ratio
+    ``t_gold / t_pred``: 1.25 at twice as fast or better, 1 at least as fast, 0.75 down to half
+    the speed, 0.5 down to a quarter, 0.25 below.
+
+    >>> [ves_reward(r) for r in (3.0, 1.0, 0.6, 0.3, 0.1)]
+    [1.25, 1.0, 0.75, 0.5, 0.25]
+    """
+    if ratio >= 2:
+        return 1.25
+    if ratio >= 1:
+        return 1.0
+    if ratio >= 0.5:
+        return 0.75
+    if ratio >= 0.25:
+        return 0.5
+    return 0.25
+
+
+def r_ves(outcomes: Sequence[Outcome]) -> float | None:
+    """R-VES: ``100/N * sum(1[correct] * reward(t_gold / t_pred))`` over the same questions as
+    :func:`ves` (the stored factor is ``sqrt(t_gold / t_pred)``, so the ratio is its square).
+    Less sensitive than VES to timing noise on fast queries, since the reward is bucketed."""
+    timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
+    if not timed:
+        return None
+    total = sum(
+        ves_reward(float(o["ves"]) ** 2) for o in timed if o["correct"] and o.get("ves") is not None
+    )
     return round(100.0 * total / len(timed), 4)
 
 

@@ -21,6 +21,8 @@ CONDITION_KEYS = (
     "model",
     "temperature",
     "samples",
+    "strategy",
+    "price",
     "n_questions",
     "tables",
     "schemas",
@@ -52,7 +54,12 @@ def results_document(
     """The results file as a dict: version, conditions, metrics, breakdown, questions."""
     ordered = sorted(outcomes, key=lambda o: str(o["id"]))
     first_seed = int(conditions["seeds"][0])
-    summary = metrics.summary(ordered, first_seed)
+    summary = metrics.summary(
+        ordered,
+        first_seed,
+        samples=int(conditions.get("samples") or 1),
+        price=conditions.get("price"),
+    )
     summary.pop("n")
     return {
         "version": RESULTS_VERSION,
@@ -101,11 +108,39 @@ def conditions_line(c: Mapping[str, Any]) -> str:
     seeds = ",".join(str(s) for s in c.get("seeds") or [])
     return (
         f"adapter={c.get('adapter')} scale={c.get('scale')} seeds={seeds} states={c.get('states')}"
+        f" ({'multi' if (c.get('states') or 1) > 1 else 'single'}-state)"
         f" model={c.get('model') or 'n/a'} temperature={c.get('temperature')}"
-        f" samples={c.get('samples')} n={c.get('n_questions')}"
+        f" samples={c.get('samples')}"
+        + (f" strategy={c['strategy']}" if c.get("strategy") else "")
+        + f" n={c.get('n_questions')}"
         f" backend={c.get('backend')} postgres={c.get('postgres_version')}"
         f" data={c.get('tables')} tables/{c.get('rows')} rows"
     )
+
+
+def usage_line(c: Mapping[str, Any], m: Mapping[str, Any]) -> str:
+    """EX@k (a ceiling, never the headline), R-VES, billed tokens and cost."""
+    samples = c.get("samples") or 1
+    if m.get("ex_at_k"):
+        at_k = ", ".join(f"EX@{k} {_fmt(v)}" for k, v in m["ex_at_k"].items())
+        at_k = f"{at_k} (pass@k over {samples} samples, multi-state; a ceiling)"
+    else:
+        at_k = "EX@k: n/a (1 sample; use --heron-samples N)"
+    if m.get("tokens_prompt") is None and m.get("tokens_completion") is None:
+        tokens = "billed tokens: n/a (the adapter reported no usage)"
+    else:
+        tokens = (
+            f"billed tokens prompt/completion: {m.get('tokens_prompt') or 0}/"
+            f"{m.get('tokens_completion') or 0} ({m.get('tokens_per_q') or 0:.0f}/q)"
+        )
+    price = c.get("price")
+    if m.get("cost_usd") is not None and price:
+        cost = f"cost: ${m['cost_usd']:.6f} ({price['model']} list price as of {price['as_of']})"
+    elif c.get("model") and not price:
+        cost = f"cost: n/a (no price for {c['model']!r}; see --heron-prices)"
+    else:
+        cost = "cost: n/a"
+    return f"{at_k}   R-VES: {_fmt(m.get('r_ves'), '')}   {tokens}   {cost}"
 
 
 def summary_lines(doc: Mapping[str, Any]) -> list[str]:
@@ -128,6 +163,7 @@ def summary_lines(doc: Mapping[str, Any]) -> list[str]:
         + f" (alone: T_ref={metrics.REF_TOKENS_PER_Q:g} tokens/q,"
         f" L_ref={metrics.REF_LATENCY_S:g}s)",
     ]
+    lines.append(usage_line(c, m))
     kinds = metrics.error_kinds(doc["questions"])
     if kinds:
         lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))

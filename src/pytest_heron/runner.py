@@ -6,10 +6,11 @@ travel on an xdist test report unchanged.
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,13 +34,25 @@ class AdapterTimeout(Exception):
     pass
 
 
-def _call_with_deadline(adapter: Adapter, q: Question, timeout_s: float) -> Any:
-    """Call ``adapter.generate(q)``; give up after ``timeout_s`` (the call is abandoned)."""
+def accepts_sample(adapter: Adapter) -> bool:
+    """Whether ``adapter.generate`` takes a ``sample`` keyword (see :class:`Adapter`)."""
+    try:
+        params = inspect.signature(adapter.generate).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "sample" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def _call_with_deadline(adapter: Adapter, q: Question, timeout_s: float, sample: int | None) -> Any:
+    """Call ``adapter.generate(q)`` (with ``sample=`` when given); give up after ``timeout_s``
+    (the call is abandoned)."""
     box: dict[str, Any] = {}
+
+    generate: Any = adapter.generate  # ``sample`` is an optional extension of the protocol
 
     def work() -> None:
         try:
-            box["value"] = adapter.generate(q)
+            box["value"] = generate(q) if sample is None else generate(q, sample=sample)
         except BaseException as exc:
             box["error"] = exc
 
@@ -94,13 +107,83 @@ def score_question(
     adapter_timeout: float,
     statement_timeout: float,
     time_runs: int = 5,
+    samples: int = 1,
 ) -> dict[str, Any]:
     """Run the adapter on ``q`` and score its SQL on every state. Never raises for the
-    prediction's or the adapter's faults: they become the outcome's ``error_kind``."""
+    prediction's or the adapter's faults: they become the outcome's ``error_kind``.
+
+    With ``samples`` > 1 the adapter answers ``samples`` times; the outcome's own fields describe
+    sample 0 (EX@1, VES and Soft-F1 use it), ``samples`` lists every sample's SQL and correctness
+    (for EX@k), and ``usage`` is summed over all samples, since every sample was billed."""
+    gold_rows: dict[int, Any] = {}
+    with_index = samples > 1 and accepts_sample(adapter)
+    first = _score_sample(
+        adapter,
+        q,
+        states,
+        gold_rows,
+        adapter_timeout,
+        statement_timeout,
+        sample=0 if with_index else None,
+    )
+    if first["correct"] and time_runs:
+        first["ves"] = _efficiency(
+            states[0], q.gold_sql, first["pred_sql"], statement_timeout, time_runs
+        )
+    if samples > 1:
+        rest = [
+            _score_sample(
+                adapter,
+                q,
+                states,
+                gold_rows,
+                adapter_timeout,
+                statement_timeout,
+                sample=i if with_index else None,
+            )
+            for i in range(1, samples)
+        ]
+        every = [first, *rest]
+        first["samples"] = [
+            {
+                "sample": i,
+                "correct": o["correct"],
+                "error_kind": o["error_kind"],
+                "pred_sql": o["pred_sql"],
+            }
+            for i, o in enumerate(every)
+        ]
+        first["usage"] = _sum_usage([o["usage"] for o in every])
+    return first
+
+
+def _sum_usage(usages: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    """Numeric usage counters summed over samples (non-numeric entries keep the first value)."""
+    total: dict[str, Any] = {}
+    for usage in usages:
+        for key, value in (usage or {}).items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+            else:
+                total.setdefault(key, value)
+    return total or None
+
+
+def _score_sample(
+    adapter: Adapter,
+    q: Question,
+    states: Sequence[StateRef],
+    gold_rows: dict[int, Any],
+    adapter_timeout: float,
+    statement_timeout: float,
+    *,
+    sample: int | None,
+) -> dict[str, Any]:
+    """One answer from the adapter, scored on every state (gold results cached across samples)."""
     out = new_outcome(q)
     started = time.perf_counter()
     try:
-        raw = _call_with_deadline(adapter, q, adapter_timeout)
+        raw = _call_with_deadline(adapter, q, adapter_timeout, sample)
         pred: Prediction = to_prediction(raw)
     except AdapterTimeout as exc:
         out.update(error_kind="adapter_timeout", error=str(exc))
@@ -126,32 +209,32 @@ def score_question(
     keys = compare.order_keys(q.gold_sql)
     reasons = []
     for i, state in enumerate(states):
-        gold = sandbox.execute(
-            state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
-        )
-        if not gold.ok:
-            out.update(
-                error_kind="infra_crash",
-                error=f"the gold SQL failed on seed {state.seed}: {gold.error}",
+        if state.seed not in gold_rows:
+            gold = sandbox.execute(
+                state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
             )
-            out["correct_by_state"][str(state.seed)] = False
-            return out
+            if not gold.ok:
+                out.update(
+                    error_kind="infra_crash",
+                    error=f"the gold SQL failed on seed {state.seed}: {gold.error}",
+                )
+                out["correct_by_state"][str(state.seed)] = False
+                return out
+            gold_rows[state.seed] = gold.rows
         got = sandbox.execute(state.reader_dsn, pred.sql, timeout_s=statement_timeout)
         if not got.ok:
             out.update(error_kind=got.error_kind, error=got.error)
             out["correct_by_state"][str(state.seed)] = False
             return out
-        result = compare.compare(gold.rows, got.rows, order=keys)
+        result = compare.compare(gold_rows[state.seed], got.rows, order=keys)
         out["correct_by_state"][str(state.seed)] = result.equal
         if i == 0:
-            out["soft_f1"] = round(metrics.soft_f1(gold.rows, got.rows), 6)
+            out["soft_f1"] = round(metrics.soft_f1(gold_rows[state.seed], got.rows), 6)
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")
     out["correct"] = bool(states) and all(out["correct_by_state"].values())
     if reasons:
         out["reason"] = "\n".join(reasons)
-    if out["correct"] and time_runs:
-        out["ves"] = _efficiency(states[0], q.gold_sql, pred.sql, statement_timeout, time_runs)
     return out
 
 

@@ -24,6 +24,7 @@ from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
 from pytest_heron.journal import Journal, journal_path
 from pytest_heron.options import Settings
+from pytest_heron.pricing import load_prices, price_for
 from pytest_heron.questions import load_questions
 from pytest_heron.runner import StateRef, new_outcome, score_question
 from pytest_heron.states import ensure_state
@@ -41,6 +42,7 @@ class HeronRun:
         self.questions: dict[str, Question] = {q.id: q for q in load_questions(settings.questions)}
         probe = make_adapter(settings.adapter or "", hook)  # fail fast on an unknown name
         self.adapter_version = getattr(probe, "version", None)
+        self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast too
         self.server: Server | None = None
         self.states: list[StateRef] = []
         self.conditions: dict[str, Any] = {}
@@ -77,6 +79,7 @@ class HeronRun:
             "temperature": s.temperature,
             "samples": s.samples,
             "strategy": s.strategy if s.adapter == "raw-llm" else None,
+            "price": self.price,
             "n_questions": None,
             "tables": first.get("tables"),
             "schemas": first.get("schemas"),
@@ -182,6 +185,7 @@ class HeronRun:
             self.states,
             adapter_timeout=self.settings.timeout,
             statement_timeout=self.settings.statement_timeout,
+            samples=self.settings.samples,
         )
 
     # -- results ------------------------------------------------------------------------------

@@ -73,7 +73,7 @@ def _bars(
     for i, (label, value, note) in enumerate(items):
         y = 30 + 26 * i
         width = 0.0 if value is None else max(0.0, min(1.0, value / scale)) * 360
-        shown = "n/a" if value is None else f"{value:.1f}{unit}"
+        shown = "n/a" if value is None else (f"{value:.1f}{unit}" if unit else f"{value:g}")
         parts.append(f'<text x="0" y="{y + 14}">{html.escape(label)}</text>')
         parts.append(f'<rect x="190" y="{y}" width="{width:.1f}" height="18" class="bar"/>')
         parts.append(f'<text x="{196 + width:.1f}" y="{y + 14}">{shown} {html.escape(note)}</text>')

@@ -1,0 +1,181 @@
+"""report.html rendered by a real browser: headless Chromium (Debian's ``chromium`` package).
+
+The browser is installed by this module's fixture when it is missing and the machine allows it
+(root or password-less sudo, and apt-get); only when that is impossible is the test skipped, with
+the reason. The page is rendered to a screenshot (which must not be blank and must show the bar
+colour of the charts) and to its DOM (which must carry the headline numbers).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_heron import report
+from pytest_heron.html import write_report
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome")
+BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (html.py, class "bar")
+
+
+def _install_chromium() -> str:
+    """Install Debian's chromium; return what went wrong ('' on success)."""
+    if shutil.which("apt-get") is None:
+        return "apt-get is not available on this machine"
+    prefix: list[str] = []
+    if os.geteuid() != 0:
+        if shutil.which("sudo") is None:
+            return "not root and no sudo to run apt-get"
+        prefix = ["sudo", "-n"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+    if done.returncode != 0:  # stale or missing package lists: refresh once and retry
+        subprocess.run(
+            [*prefix, "apt-get", "update", "-q"], capture_output=True, env=env, timeout=600
+        )
+        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
+    return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-500:]
+
+
+@pytest.fixture(scope="module")
+def browser() -> str:
+    for name in BROWSERS:
+        if found := shutil.which(name):
+            return found
+    problem = _install_chromium()
+    found = shutil.which("chromium")
+    if found is None:
+        pytest.skip(f"headless Chromium is not installed and could not be installed: {problem}")
+    return found
+
+
+def _run_browser(browser: str, *args: str) -> subprocess.CompletedProcess[str]:
+    flags = [
+        "--headless",
+        "--no-sandbox",  # tests often run as root, where Chromium's sandbox refuses to start
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # any network fetch would fail visibly
+    ]
+    return subprocess.run(
+        [browser, *flags, *args], capture_output=True, text=True, timeout=120, check=True
+    )
+
+
+def _png_pixels(data: bytes) -> list[tuple[int, int, int]]:
+    """The RGB pixels of an 8-bit, non-interlaced RGB or RGBA PNG (what Chromium writes)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat = 8, b""
+    width = height = color = 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind, body = data[pos + 4 : pos + 8], data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            assert depth == 8 and color in (2, 6) and interlace == 0, "unexpected PNG format"
+        elif kind == b"IDAT":
+            idat += body
+    channels = 4 if color == 6 else 3
+    stride = width * channels
+    raw = zlib.decompress(idat)
+    rows: list[bytearray] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - channels] if i >= channels else 0
+            up = prev[i]
+            corner = prev[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + left) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + up) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                p = left + up - corner
+                pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+                pred = left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
+                line[i] = (line[i] + pred) & 0xFF
+        rows.append(line)
+        prev = line
+    return [(row[x], row[x + 1], row[x + 2]) for row in rows for x in range(0, stride, channels)]
+
+
+def _outcome(qid: str, shape: str, correct: bool, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": qid,
+        "shape": shape,
+        "retrieval": "named",
+        "traps": ["soft_delete"] if correct else [],
+        "gold_tables": ["crm.accounts", "crm.contacts"][: 1 + len(qid) % 2],
+        "correct": correct,
+        "correct_by_state": {"42": correct, "43": correct},
+        "error_kind": None if correct else "db_error",
+        "error": None if correct else "relation does not exist",
+        "pred_sql": "SELECT 1",
+        "tables_in_context": ["crm.accounts"],
+        "usage": {"prompt_tokens": 900, "completion_tokens": 100},
+        "latency_s": 1.5,
+        "ves": 1.1 if correct else None,
+        "soft_f1": 1.0 if correct else 0.0,
+        "exact_match": False,
+        "samples": [{"sample": 0, "correct": correct}, {"sample": 1, "correct": True}],
+        **extra,
+    }
+
+
+def _document() -> dict[str, Any]:
+    outcomes: Sequence[dict[str, Any]] = [
+        _outcome(f"q{i:03d}", ("single", "join", "analytical")[i % 3], i % 4 != 0)
+        for i in range(1, 13)
+    ]
+    conditions = {
+        "adapter": "raw-llm",
+        "scale": "small",
+        "seeds": [42, 43],
+        "states": 2,
+        "model": "gpt-4o-mini",
+        "temperature": 0.0,
+        "samples": 2,
+        "price": {"model": "gpt-4o-mini", "prompt": 0.15, "completion": 0.6, "as_of": "x"},
+        "backend": "embedded",
+    }
+    return report.results_document(conditions, outcomes)
+
+
+def test_report_renders_in_headless_chromium_with_the_headline_numbers(
+    browser: str, tmp_path: Path
+) -> None:
+    doc = _document()
+    write_report(tmp_path, doc)
+    page = (tmp_path / "report.html").resolve().as_uri()
+    m = doc["metrics"]
+    assert m["ex_multistate"] == 75.0 and m["ex_at_k"] == {"1": 87.5, "2": 100.0}
+
+    dom = _run_browser(browser, "--dump-dom", page).stdout
+    assert "<svg" in dom and "multi-state EX@1" in dom
+    for shown in ("75.0", "87.5", "100.0", f"{m['grade']:.1f}", f"{m['cost_usd']:.6f}"):
+        assert shown in dom, f"{shown} is not on the rendered page"
+    assert "model=gpt-4o-mini" in dom and "samples=2" in dom
+
+    shot = tmp_path / "shot.png"
+    _run_browser(browser, "--window-size=1280,1600", f"--screenshot={shot}", page)
+    pixels = _png_pixels(shot.read_bytes())
+    assert len(pixels) == 1280 * 1600
+    white = sum(p == (255, 255, 255) for p in pixels)
+    assert white < 0.98 * len(pixels), "the page rendered (almost) blank"
+    bars = sum(abs(p[0] - BAR[0]) + abs(p[1] - BAR[1]) + abs(p[2] - BAR[2]) < 12 for p in pixels)
+    assert bars > 500, "no chart bars were drawn"

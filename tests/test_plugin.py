@@ -128,6 +128,7 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "ex_multistate_ci95",
         "ex_at_k",
         "exact_match",
+        "ex_superset",
         "ves",
         "r_ves",
         "soft_f1",
@@ -581,3 +582,34 @@ def test_price_table_option_and_its_errors(pytester: pytest.Pytester) -> None:
     bad = pytester.runpytest_subprocess(*common, "--heron-prices=bad.yaml")
     assert bad.ret != 0
     assert "bad.yaml, model 'm': expected {prompt: N, completion: N}" in bad.stderr.str()
+
+
+WIDE = """
+class Wide:
+    '''v001 with an extra column (superset-correct, not EX-correct); v002 plainly wrong.'''
+    name = "wide"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        if q.id == "v001":
+            return ("SELECT x, x * 10 AS tens FROM (VALUES (1), (2), (3)) AS t(x) "
+                    "WHERE x % 2 = 1 ORDER BY x")
+        if q.id == "v002":
+            return "SELECT 'z' AS letter, 9 AS n, 0 AS more"
+        return q.gold_sql
+"""
+
+
+def test_superset_mode_is_its_own_figure_never_ex(pytester: pytest.Pytester) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(wide=WIDE)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=wide:Wide", f"--heron-questions={private}", "--heron-output=o.json", *FAST
+    )
+    doc = _results(pytester.path / "o.json")
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["v001"]["correct"] is False and by_id["v001"]["correct_superset"] is True
+    assert by_id["v002"]["correct_superset"] is False  # extra columns, but wrong values
+    assert by_id["v003"]["correct"] is True and by_id["v003"]["correct_superset"] is True
+    assert doc["metrics"]["ex_multistate"] == round(100 / 3, 4)
+    assert doc["metrics"]["ex_superset"] == round(200 / 3, 4)
+    assert "superset EX (extra columns allowed; not EX): 66.7%" in result.stdout.str()

@@ -108,6 +108,7 @@ def summary(
         "ex_multistate_ci95": bootstrap_interval([bool(o["correct"]) for o in outcomes]),
         "ex_at_k": ex_at_k(outcomes, samples),
         "exact_match": _pct(sum(bool(o.get("exact_match")) for o in outcomes), n),
+        "ex_superset": _pct(sum(bool(o.get("correct_superset")) for o in outcomes), n),
         "ves": ves_score,
         "r_ves": r_ves(outcomes),
         "soft_f1": None if not outcomes else round(100.0 * sum(f1s) / n, 4),

@@ -140,7 +140,8 @@ def usage_line(c: Mapping[str, Any], m: Mapping[str, Any]) -> str:
         cost = f"cost: n/a (no price for {c['model']!r}; see --heron-prices)"
     else:
         cost = "cost: n/a"
-    return f"{at_k}   R-VES: {_fmt(m.get('r_ves'), '')}   {tokens}   {cost}"
+    superset = f"superset EX (extra columns allowed; not EX): {_fmt(m.get('ex_superset'))}"
+    return f"{at_k}   R-VES: {_fmt(m.get('r_ves'), '')}   {superset}   {tokens}   {cost}"
 
 
 def summary_lines(doc: Mapping[str, Any]) -> list[str]:

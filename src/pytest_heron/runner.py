@@ -96,6 +96,7 @@ def new_outcome(q: Question) -> dict[str, Any]:
         "ves": None,
         "soft_f1": None,
         "exact_match": False,
+        "correct_superset": False,
     }
 
 
@@ -169,6 +170,11 @@ def _sum_usage(usages: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | N
     return total or None
 
 
+def _wider(pred: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:
+    """Whether the prediction has more columns than gold (the only case superset mode changes)."""
+    return bool(pred) and bool(gold) and len(pred[0]) > len(gold[0])
+
+
 def _score_sample(
     adapter: Adapter,
     q: Question,
@@ -208,6 +214,7 @@ def _score_sample(
     out["exact_match"] = metrics.exact_match(q.gold_sql, pred.sql)
     keys = compare.order_keys(q.gold_sql)
     reasons = []
+    superset_all = True
     for i, state in enumerate(states):
         if state.seed not in gold_rows:
             gold = sandbox.execute(
@@ -228,11 +235,17 @@ def _score_sample(
             return out
         result = compare.compare(gold_rows[state.seed], got.rows, order=keys)
         out["correct_by_state"][str(state.seed)] = result.equal
+        superset_ok = result.equal or (
+            _wider(got.rows, gold_rows[state.seed])
+            and compare.compare(gold_rows[state.seed], got.rows, order=keys, superset=True).equal
+        )
+        superset_all = superset_all and superset_ok
         if i == 0:
             out["soft_f1"] = round(metrics.soft_f1(gold_rows[state.seed], got.rows), 6)
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")
     out["correct"] = bool(states) and all(out["correct_by_state"].values())
+    out["correct_superset"] = bool(states) and superset_all
     if reasons:
         out["reason"] = "\n".join(reasons)
     return out

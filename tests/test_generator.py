@@ -211,3 +211,32 @@ def test_stable_columns_ignore_the_seed_and_unique_pools_do_not_repeat() -> None
 def test_permuted_is_a_permutation(key: int, n: int) -> None:
     idx = streams.permuted(key, np.arange(n, dtype=np.int64), n)
     assert sorted(idx.tolist()) == list(range(n))
+
+
+@given(
+    parents=st.integers(0, 60),
+    bounds=st.tuples(st.integers(0, 3), st.integers(0, 3)).map(sorted),
+    block=st.integers(1, 9),
+)
+@settings(max_examples=150, deadline=None)
+def test_blocked_child_offsets_equal_the_full_prefix_sums(
+    parents: int, bounds: list[int], block: int
+) -> None:
+    from pytest_heron.generate.columns import ChildOffsets
+
+    lo, hi = bounds
+    key = streams.stream_key(7, "t.children", "__children")
+    counts = streams.integers(key, np.arange(parents, dtype=np.int64), lo, hi)
+    full = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    original = ChildOffsets.BLOCK
+    ChildOffsets.BLOCK = block  # small blocks so every boundary case is reached
+    try:
+        offsets = ChildOffsets(key, parents, lo, hi)
+        assert offsets.total == int(full[-1])
+        assert offsets.at(np.arange(parents + 1)).tolist() == full.tolist()
+        rows = np.arange(int(full[-1]), dtype=np.int64)
+        expected = np.searchsorted(full, rows, side="right") - 1
+        assert offsets.parent_of(rows).tolist() == expected.tolist()
+        assert offsets.parent_of(rows[::-1]).tolist() == expected[::-1].tolist()
+    finally:
+        ChildOffsets.BLOCK = original

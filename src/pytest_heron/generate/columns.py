@@ -49,6 +49,64 @@ def _days(text: str) -> int:
     return (date.fromisoformat(str(text)) - _EPOCH).days
 
 
+class ChildOffsets:
+    """Where each parent's children start in a ``per:`` table, in memory O(parents / BLOCK).
+
+    The child count of parent ``p`` is a pure function of ``(seed, table, p)``, so only the running
+    total at every BLOCK-th parent is kept; the offsets inside a block are recomputed from the
+    counts when a chunk needs them (a chunk covers consecutive rows, so one or two blocks). The
+    values are exactly those of the full prefix-sum array ``[0, c0, c0 + c1, ...]``.
+    """
+
+    BLOCK = 1 << 16
+
+    def __init__(self, key: int, parents: int, lo: int, hi: int) -> None:
+        self.key, self.parents, self.lo, self.hi = key, parents, lo, hi
+        starts = [0]
+        for first in range(0, parents, self.BLOCK):
+            starts.append(starts[-1] + int(self._counts(first).sum()))
+        self.block_starts = np.asarray(starts, dtype=np.int64)
+        self.total = int(self.block_starts[-1])
+        self._recent: dict[int, I64] = {}
+
+    def _counts(self, first: int) -> I64:
+        stop = min(self.parents, first + self.BLOCK)
+        return streams.integers(self.key, np.arange(first, stop, dtype=np.int64), self.lo, self.hi)
+
+    def _prefix(self, block: int) -> I64:
+        """Offsets of parents ``block * BLOCK`` through the block's end (inclusive)."""
+        if block not in self._recent:
+            if len(self._recent) >= 4:
+                self._recent.pop(next(iter(self._recent)))
+            counts = self._counts(block * self.BLOCK)
+            self._recent[block] = self.block_starts[block] + np.concatenate(
+                ([0], np.cumsum(counts))
+            ).astype(np.int64)
+        return self._recent[block]
+
+    def at(self, parents: I64) -> I64:
+        """``off[p]`` for each ``p`` in ``[0, parents]``."""
+        parents = np.asarray(parents, dtype=np.int64)
+        out = np.empty(parents.shape, dtype=np.int64)
+        blocks = np.minimum(parents // self.BLOCK, max(0, len(self.block_starts) - 2))
+        for block in np.unique(blocks).tolist():
+            mask = blocks == block
+            out[mask] = self._prefix(block)[parents[mask] - block * self.BLOCK]
+        return out
+
+    def parent_of(self, rows: I64) -> I64:
+        """The parent ``p`` with ``off[p] <= row < off[p + 1]`` of each child row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty(rows.shape, dtype=np.int64)
+        last = max(0, len(self.block_starts) - 2)
+        blocks = np.minimum(np.searchsorted(self.block_starts, rows, side="right") - 1, last)
+        for block in np.unique(blocks).tolist():
+            mask = blocks == block
+            within = np.searchsorted(self._prefix(block), rows[mask], side="right") - 1
+            out[mask] = block * self.BLOCK + within
+        return out
+
+
 class TablePlan:
     """How many rows a table has at one scale, and how they are grouped by tenant and parent."""
 
@@ -56,7 +114,7 @@ class TablePlan:
         self.gen = gen
         self.spec = spec
         self.parent: TablePlan | None = None
-        self.parent_offsets: I64 | None = None  # child rows of parent p: [off[p], off[p + 1])
+        self.children: ChildOffsets | None = None  # child rows of parent p: [off[p], off[p + 1])
         self.tenant_offsets: I64 | None = None  # rows of tenant t (1-based): [off[t-1], off[t])
         self.keys: list[Any] | None = None  # lookup tables: the key of each row
         rows = spec.rows
@@ -70,11 +128,10 @@ class TablePlan:
             if not 0 <= lo <= hi:
                 raise SpecError(f"{spec.fq}: rows.per needs 0 <= min <= max")
             key = streams.stream_key(gen.seed, spec.fq, "__children")
-            counts = streams.integers(key, np.arange(self.parent.n, dtype=np.int64), lo, hi)
-            self.parent_offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-            self.n = int(self.parent_offsets[-1])
+            self.children = ChildOffsets(key, self.parent.n, lo, hi)
+            self.n = self.children.total
             if self.parent.tenant_offsets is not None:
-                self.tenant_offsets = self.parent_offsets[self.parent.tenant_offsets]
+                self.tenant_offsets = self.children.at(self.parent.tenant_offsets)
         else:
             assert rows is not None
             factor = 1 if rows.get("grow") == "fixed" else gen.factors[rows.get("grow", "rows")]
@@ -96,8 +153,13 @@ class TablePlan:
 
     def parent_of(self, rows: I64) -> I64:
         """0-based parent row of each row of a ``per:`` table."""
-        assert self.parent_offsets is not None
-        return (np.searchsorted(self.parent_offsets, rows, side="right") - 1).astype(np.int64)
+        assert self.children is not None
+        return self.children.parent_of(rows)
+
+    def first_sibling(self, rows: I64) -> I64:
+        """The first row with the same parent as each row of a ``per:`` table."""
+        assert self.children is not None
+        return self.children.at(self.children.parent_of(rows))
 
     def key_col(self, rows: I64) -> Col:
         """The key (primary key value) of each row."""
@@ -289,8 +351,7 @@ class _Eval:
                 raise SpecError(f"{self.spec.fq}.{c.name}: kind parent needs rows.per")
             return self.plan.parent.key_col(self.plan.parent_of(rows))
         if kind == "index":
-            assert self.plan.parent_offsets is not None
-            first = self.plan.parent_offsets[self.plan.parent_of(rows)]
+            first = self.plan.first_sibling(rows)
             return Col("int", rows - first + int(p.get("base", 1)), none)
         if kind == "ref":
             return self._ref(c, key)
@@ -331,8 +392,7 @@ class _Eval:
         if kind in ("timestamp", "date"):
             return self._time(c, key)
         if kind == "seq_date":
-            assert self.plan.parent_offsets is not None
-            first = self.plan.parent_offsets[self.plan.parent_of(rows)]
+            first = self.plan.first_sibling(rows)
             return Col("date", _days(p["start"]) + (rows - first), none)
         if kind == "soft_delete":
             base = self._deref(p["after"])
@@ -469,8 +529,7 @@ class _Eval:
             assert self.plan.parent is not None
             return self.plan.parent.key_col(self.plan.parent_of(rows))
         if name == "index":
-            assert self.plan.parent_offsets is not None
-            return Col("int", rows - self.plan.parent_offsets[self.plan.parent_of(rows)] + 1, none)
+            return Col("int", rows - self.plan.first_sibling(rows) + 1, none)
         return self._deref(name)
 
     def _time(self, c: ColumnSpec, key: int) -> Col:

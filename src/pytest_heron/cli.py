@@ -1,4 +1,4 @@
-"""The ``heron`` command: ``heron seed``, ``heron checksum``, ``heron compare``, ``heron recall``."""
+"""The ``heron`` command: ``seed``, ``checksum``, ``compare`` and ``recall``."""
 
 from __future__ import annotations
 
@@ -121,7 +121,9 @@ def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(k) for k in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
     if not ks or min(ks) < 1:
         raise argparse.ArgumentTypeError("every k must be at least 1")
     return ks
@@ -129,16 +131,20 @@ def _ks(text: str) -> tuple[int, ...]:
 
 def _recall(args: argparse.Namespace) -> int:
     from pytest_heron.questions import load_questions
-    from pytest_heron.retrieval import build_ranker, markdown, rank_questions, recall_table
+    from pytest_heron.retrieval import markdown, rank_questions, ranker, recall_table
 
     questions = load_questions(Path(args.questions) if args.questions else None)
-    ranker = build_ranker(args.method)
-    rows = recall_table(questions, rank_questions(ranker, questions), args.k)
+    built = ranker(args.method)
+    rows = recall_table(questions, rank_questions(built, questions), args.k)
     conditions = {
         "method": args.method,
-        "model": "all-MiniLM-L6-v2" if args.method == "embedding" else "BM25 (bm25s)",
+        "model": {
+            "bm25": "BM25 (bm25s, Snowball stems)",
+            "embedding": "all-MiniLM-L6-v2 (numpy, first 256 word pieces)",
+        }[args.method],
+        "fields": "whole table document + qualified name, scores summed",
         "questions": len(questions),
-        "tables": len(ranker.tables),
+        "tables": len(built.tables),
         "unit": "percent of gold tables in the top k, averaged over questions",
     }
     if args.json:

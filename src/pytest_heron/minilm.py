@@ -74,7 +74,8 @@ def _gelu(x: Array) -> Array:
 def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
+    out: Array = ((x - mean) / np.sqrt(var + eps) * weight + bias).astype(np.float32)
+    return out
 
 
 @dataclass(frozen=True)
@@ -125,16 +126,22 @@ class MiniLM:
             probs = np.exp(scores)
             probs = probs / probs.sum(axis=-1, keepdims=True)
             ctx = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
-            x = self._norm(x + self._dense(ctx, f"{p}.attention.output.dense"), f"{p}.attention.output.LayerNorm")
+            x = self._norm(
+                x + self._dense(ctx, f"{p}.attention.output.dense"),
+                f"{p}.attention.output.LayerNorm",
+            )
             inner = _gelu(self._dense(x, f"{p}.intermediate.dense"))
             x = self._norm(x + self._dense(inner, f"{p}.output.dense"), f"{p}.output.LayerNorm")
         pooled = (x * mask[:, :, None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        return (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        unit: Array = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
+        return unit
 
     def encode(self, texts: Sequence[str]) -> Array:
         """One unit-length row per text, in the order given."""
-        out = np.zeros((len(texts), self.weights["embeddings.LayerNorm.weight"].shape[0]), np.float32)
+        out = np.zeros(
+            (len(texts), self.weights["embeddings.LayerNorm.weight"].shape[0]), np.float32
+        )
         encodings = self.tokenizer.encode_batch(list(texts))
         # Batches of similar length waste less work on padding; the order is restored below.
         order = sorted(range(len(texts)), key=lambda i: (len(encodings[i].ids), i))

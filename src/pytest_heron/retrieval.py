@@ -8,8 +8,12 @@ fully offline rankers:
   lowercase, split on anything not a letter or digit (so snake_case and ``schema.table`` fall
   apart into words), English stop words removed, Snowball-stemmed (PyStemmer); the score is
   the sum of BM25 on the whole document and BM25 on the qualified name alone.
-- ``embedding``: cosine similarity between all-MiniLM-L6-v2 embeddings of the question and of
-  each table's document (see :mod:`pytest_heron.minilm`).
+- ``embedding``: cosine similarity between all-MiniLM-L6-v2 embeddings (see
+  :mod:`pytest_heron.minilm`) of the question and of each table's document, plus the same
+  between the question and the table's qualified name.
+
+Both score a table as the sum over two fields, the whole document and the name alone, with
+equal weights (not tuned on the questions).
 
 A table's document is its qualified name as words, its table comment, its column names as
 words, then its column comments, in that order (the embedding model reads only the first 256
@@ -34,6 +38,7 @@ from functools import cache
 from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_heron.errors import HeronError
 from pytest_heron.metrics import set_recall
@@ -60,8 +65,7 @@ class TableDoc:
     @property
     def text(self) -> str:
         """The document both rankers index (see the module docstring for the order)."""
-        schema, name = self.table.split(".")
-        parts = [f"{schema} {name}".replace("_", " ") + ":"]
+        parts = [name_words(self.table) + ":"]
         if self.comment:
             parts.append(self.comment)
         parts.append("Columns: " + ", ".join(c.replace("_", " ") for c, _ in self.columns) + ".")
@@ -69,12 +73,15 @@ class TableDoc:
         return "\n".join(parts)
 
 
+def name_words(table: str) -> str:
+    """``"orders.order_lines"`` as ``"orders order lines"``."""
+    return table.replace(".", " ").replace("_", " ")
+
+
 def parse_catalogue(ddl: str) -> tuple[TableDoc, ...]:
     """Every ``CREATE TABLE`` in ``ddl`` with its ``COMMENT ON TABLE / COLUMN`` texts, in DDL
     order. Constraint lines (upper-case keywords) are not columns."""
-    table_notes = {
-        f"{m[1]}.{m[2]}": m[3].replace("''", "'") for m in _TABLE_COMMENT.finditer(ddl)
-    }
+    table_notes = {f"{m[1]}.{m[2]}": m[3].replace("''", "'") for m in _TABLE_COMMENT.finditer(ddl)}
     column_notes = {
         f"{m[1]}.{m[2]}.{m[3]}": m[4].replace("''", "'") for m in _COLUMN_COMMENT.finditer(ddl)
     }
@@ -168,7 +175,8 @@ class Bm25Ranker:
 
 
 class EmbeddingRanker:
-    """Cosine similarity of all-MiniLM-L6-v2 embeddings (question vs table document)."""
+    """Cosine similarity of all-MiniLM-L6-v2 embeddings, summed over the same two fields as
+    :class:`Bm25Ranker`: the question against the whole document and against the name."""
 
     method = "embedding"
 
@@ -177,12 +185,13 @@ class EmbeddingRanker:
 
         self.model = minilm.load()
         self.tables = [d.table for d in docs]
-        self._matrix = self.model.encode([d.text for d in docs])
+        self._documents = self.model.encode([d.text for d in docs])
+        self._names = self.model.encode([name_words(d.table) for d in docs])
 
-    def scores_many(self, questions: Sequence[str]) -> np.ndarray[Any, np.dtype[np.float32]]:
-        scores: np.ndarray[Any, np.dtype[np.float32]] = (
-            self.model.encode(questions) @ self._matrix.T
-        )
+    def scores_many(self, questions: Sequence[str]) -> npt.NDArray[np.float32]:
+        """One row of scores per question, columns in the order of :attr:`tables`."""
+        q = self.model.encode(questions)
+        scores: npt.NDArray[np.float32] = q @ self._documents.T + q @ self._names.T
         return scores
 
     def rank_many(self, questions: Sequence[str]) -> list[list[str]]:

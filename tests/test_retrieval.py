@@ -179,7 +179,8 @@ def test_heron_recall_prints_the_computed_numbers(
     method: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ranker = request.getfixturevalue(method)
-    rows = retrieval.recall_table(QUESTIONS, retrieval.rank_questions(ranker, QUESTIONS), KS)
+    rankings = retrieval.rank_questions(ranker, QUESTIONS)
+    rows = retrieval.recall_table(QUESTIONS, rankings, KS)
     _check_recall_rows(rows)
 
     assert main(["recall", "--method", method]) == 0
@@ -194,9 +195,7 @@ def test_heron_recall_prints_the_computed_numbers(
     assert main(["recall", "--method", method, "--k", "1,3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["conditions"]["method"] == method
-    assert doc["recall"] == retrieval.recall_table(
-        QUESTIONS, retrieval.rank_questions(ranker, QUESTIONS), (1, 3)
-    )
+    assert doc["recall"] == retrieval.recall_table(QUESTIONS, rankings, (1, 3))
 
 
 def test_heron_recall_rejects_a_bad_k(capsys: pytest.CaptureFixture[str]) -> None:

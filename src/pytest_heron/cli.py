@@ -1,4 +1,4 @@
-"""The ``heron`` command: ``heron seed`` and ``heron checksum``."""
+"""The ``heron`` command: ``seed``, ``checksum``, ``compare`` and ``recall``."""
 
 from __future__ import annotations
 
@@ -117,6 +117,47 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ks(text: str) -> tuple[int, ...]:
+    try:
+        ks = tuple(int(k) for k in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not ks or min(ks) < 1:
+        raise argparse.ArgumentTypeError("every k must be at least 1")
+    return ks
+
+
+def _recall(args: argparse.Namespace) -> int:
+    from pytest_heron.questions import load_questions
+    from pytest_heron.retrieval import markdown, rank_questions, ranker, recall_table
+
+    questions = load_questions(Path(args.questions) if args.questions else None)
+    built = ranker(args.method)
+    rows = recall_table(questions, rank_questions(built, questions), args.k)
+    conditions = {
+        "method": args.method,
+        "model": {
+            "bm25": "BM25 (bm25s, Snowball stems)",
+            "embedding": "all-MiniLM-L6-v2 (numpy, first 256 word pieces)",
+        }[args.method],
+        "fields": "whole table document + qualified name, scores summed",
+        "questions": len(questions),
+        "tables": len(built.tables),
+        "unit": "percent of gold tables in the top k, averaged over questions",
+    }
+    if args.json:
+        print(json.dumps({"conditions": conditions, "recall": rows}, indent=2))
+    else:
+        print(
+            f"Set-Recall@k, {conditions['model']}, {len(questions)} questions, "
+            f"{conditions['tables']} tables ranked (percent of gold tables in the top k)\n"
+        )
+        print(markdown(rows, args.k))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -142,6 +183,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("a", help="results file A")
     cmp.add_argument("b", help="results file B")
     cmp.set_defaults(func=_compare)
+
+    rec = sub.add_parser("recall", help="Set-Recall@k of an offline table retrieval baseline")
+    rec.add_argument("--method", choices=("bm25", "embedding"), required=True)
+    rec.add_argument("--k", type=_ks, default=(5, 10, 20), help="comma-separated (default 5,10,20)")
+    rec.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
+    rec.add_argument("--questions", help="a folder of question files (default: the built-in set)")
+    rec.set_defaults(func=_recall)
     return parser
 
 

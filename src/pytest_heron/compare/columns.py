@@ -1,0 +1,250 @@
+"""Whole columns at once: canonical keys as numpy arrays and 64-bit codes for the fast passes.
+
+Every column gets a ``uint64`` *code* per value, such that equal canonical keys always get equal
+codes, in any column of either side (numbers are coded from the float64 of their key, anything
+else from the key's hash).  Codes only ever propose equality: a multiset of rows is accepted
+only after the rows it pairs up are found to have equal keys (:func:`aligned_equal`), so a
+collision costs time, never correctness.  Codes never decide the order of anything printed.
+
+The exact keys of a column are kept in one of three *families*:
+
+* ``"i"``: an ``int64`` array (a column of ints, or of integral Decimals);
+* ``"f"``: the bits (``int64``) of a ``float64`` array of keys, -0.0 and NaN normalised (floats,
+  Decimals with a fractional part, ints up to 2**53 mixed with them);
+* ``"o"``: an object array of canonical keys (text, NULLs, anything else).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import itemgetter
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_heron.compare.values import NAN_KEY, TWO20, TWO21, Row, canon, canon_column
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+Obj = npt.NDArray[np.object_]
+
+_EXACT_INT: Final = 2**53  # ints up to this magnitude are exact as float64
+_INT64_MAX: Final = 2**63 - 1
+_ROW_SEED: Final = np.uint64(0x9E37_79B9_7F4A_7C15)
+_SIG_SALT: Final = np.uint64(0x5EED_C0DE_0BAD_F00D)
+_M1: Final = np.uint64(0xBF58_476D_1CE4_E5B9)
+_M2: Final = np.uint64(0x94D0_49BB_1331_11EB)
+_S30: Final = np.uint64(30)
+_S27: Final = np.uint64(27)
+_S31: Final = np.uint64(31)
+_MASK64: Final = 0xFFFF_FFFF_FFFF_FFFF
+_NAN_BITS: Final = np.float64("nan").view(np.int64)
+
+
+def mix(z: U64) -> U64:
+    """The splitmix64 finaliser, elementwise (a bijection of 64-bit words)."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> _S30)) * _M1
+        z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@dataclass
+class ColumnKeys:
+    """Codes and exact keys of one column (see the module docstring)."""
+
+    codes: U64
+    exact: I64 | Obj
+    family: str
+    _floats: F64 | None = field(default=None, repr=False)
+
+
+def _float_bits(keys: F64) -> I64:
+    keys = keys + 0.0  # -0.0 becomes 0.0
+    bits = keys.view(np.int64).copy()
+    bits[np.isnan(keys)] = _NAN_BITS
+    return bits
+
+
+def _float_family(keys: F64) -> ColumnKeys:
+    bits = _float_bits(keys)
+    return ColumnKeys(mix(bits.view(np.uint64)), bits, "f")
+
+
+def _int_family(ints: I64) -> ColumnKeys:
+    bits = _float_bits(ints.astype(np.float64))
+    return ColumnKeys(mix(bits.view(np.uint64)), ints, "i")
+
+
+def grid(x: F64) -> F64 | None:
+    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows."""
+    out = np.empty_like(x)
+    small = np.abs(x) < 1.0
+    out[small] = np.rint(x[small] * TWO20) / TWO20
+    big = ~small & np.isfinite(x)
+    mantissa, exponent = np.frexp(x[big])
+    with np.errstate(over="ignore"):
+        scaled = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)
+    if not np.isfinite(scaled).all():
+        return None
+    out[big] = scaled
+    rest = ~small & ~big
+    out[rest] = x[rest]  # infinities and NaN
+    return out
+
+
+def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
+    """Codes and exact keys of a column, plus its Python keys when they had to be built."""
+    kinds = set(map(type, col))
+    if kinds == {int}:
+        try:
+            return _int_family(np.array(col, dtype=np.int64)), col
+        except OverflowError:
+            pass
+    elif kinds == {float}:
+        floats = np.array(col, dtype=np.float64)
+        keys = grid(floats)
+        if keys is not None:
+            return _float_family(keys), None
+    elif kinds <= {str, type(None)}:
+        codes = mix(np.fromiter(map(hash, col), dtype=np.int64, count=len(col)).view(np.uint64))
+        return ColumnKeys(codes, _objects(col), "o"), col
+    keys_list = (
+        canon_column(col) if kinds <= {int, float, str, type(None)} else list(map(canon, col))
+    )
+    return generic_keys(keys_list), keys_list
+
+
+def _objects(keys: list[object]) -> Obj:
+    return np.fromiter(keys, dtype=object, count=len(keys))
+
+
+def generic_keys(keys: list[object]) -> ColumnKeys:
+    """Codes and exact keys from a list of canonical keys of any kinds."""
+    n = len(keys)
+    kinds = set(map(type, keys))
+    if kinds <= {int, float}:
+        ints = [k for k in keys if type(k) is int]
+        if kinds == {int} and (not ints or (min(ints) >= -_INT64_MAX and max(ints) <= _INT64_MAX)):
+            return _int_family(np.array(keys, dtype=np.int64))
+        if not ints or (min(ints) >= -_EXACT_INT and max(ints) <= _EXACT_INT):
+            return _float_family(np.array(keys, dtype=np.float64))
+    codes = np.empty(n, dtype=np.uint64)
+    num_at: list[int] = []
+    num_vals: list[float] = []
+    hashed: list[int] = []
+    for i, k in enumerate(keys):
+        t = type(k)
+        if t is int or t is float:
+            try:
+                num_vals.append(float(k))  # type: ignore[arg-type]
+            except OverflowError:  # an int beyond the float range: only ints can equal it
+                hashed.append(hash(k) & _MASK64)
+                continue
+            num_at.append(i)
+            hashed.append(0)
+        elif t is tuple and k == NAN_KEY:
+            num_at.append(i)
+            num_vals.append(float("nan"))
+            hashed.append(0)
+        else:
+            hashed.append(hash(k) & _MASK64)
+    codes[:] = mix(np.array(hashed, dtype=np.uint64))
+    if num_at:
+        bits = _float_bits(np.array(num_vals, dtype=np.float64))
+        codes[np.array(num_at, dtype=np.intp)] = mix(bits.view(np.uint64))
+    return ColumnKeys(codes, _objects(keys), "o")
+
+
+def signature(codes: U64) -> tuple[int, int]:
+    """Order-independent hash of a column's multiset of keys (equal multisets: equal result)."""
+    return len(codes), int(mix(codes ^ _SIG_SALT).sum(dtype=np.uint64))
+
+
+def row_codes(columns: list[U64], n: int) -> U64:
+    """One code per row from the codes of its columns, in the given column order."""
+    out = np.full(n, _ROW_SEED, dtype=np.uint64)
+    for codes in columns:
+        out = mix(out ^ codes)
+    return out
+
+
+def python_keys(ck: ColumnKeys) -> list[object]:
+    """The canonical keys of a column as Python objects (equal to what ``canon`` gives)."""
+    if ck.family == "o":
+        return list(ck.exact)
+    if ck.family == "i":
+        return ck.exact.tolist()  # type: ignore[no-any-return]
+    floats = ck.exact.view(np.float64)
+    keys: list[object] = floats.tolist()
+    for i in np.flatnonzero(np.isnan(floats)).tolist():
+        keys[i] = NAN_KEY
+    return keys
+
+
+def aligned_equal(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> bool:
+    """Whether ``a``'s keys at ``ia`` equal ``b``'s keys at ``ib``, position by position."""
+    if a.family == b.family and a.family != "o":
+        return bool(np.array_equal(a.exact[ia], b.exact[ib]))
+    if {a.family, b.family} == {"i", "f"}:
+        ints, floats = (a, b) if a.family == "i" else (b, a)
+        i_idx, f_idx = (ia, ib) if a.family == "i" else (ib, ia)
+        picked = ints.exact[i_idx]
+        if picked.size and max(-int(picked.min()), int(picked.max())) > _EXACT_INT:
+            return _objects_equal(a, ia, b, ib)
+        as_bits = _float_bits(picked.astype(np.float64))
+        return bool(np.array_equal(as_bits, floats.exact[f_idx]))
+    return _objects_equal(a, ia, b, ib)
+
+
+def _objects_equal(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> bool:
+    left = _objects(python_keys(a)) if a.family != "o" else a.exact
+    right = _objects(python_keys(b)) if b.family != "o" else b.exact
+    return bool((left[ia] == right[ib]).all())
+
+
+class Side:
+    """The columns of one result (gold or predicted), each computed once and on demand."""
+
+    def __init__(self, rows: list[Row], width: int) -> None:
+        self.rows = rows
+        self.n = len(rows)
+        self.width = width
+        self._raw: dict[int, list[object]] = {}
+        self._ck: dict[int, ColumnKeys] = {}
+        self._keys: dict[int, list[object]] = {}
+        self._sig: dict[int, tuple[int, int]] = {}
+
+    def raw(self, c: int) -> list[object]:
+        """The values of column ``c`` as they came."""
+        if c not in self._raw:
+            self._raw[c] = list(map(itemgetter(c), self.rows))
+        return self._raw[c]
+
+    def ck(self, c: int) -> ColumnKeys:
+        if c not in self._ck:
+            ck, keys = column_keys(self.raw(c))
+            self._ck[c] = ck
+            if keys is not None:
+                self._keys[c] = keys
+        return self._ck[c]
+
+    def keys(self, c: int) -> list[object]:
+        """Canonical keys of column ``c`` as Python objects (for the row-by-row passes)."""
+        if c not in self._keys:
+            self._keys[c] = python_keys(self.ck(c))
+        return self._keys[c]
+
+    def codes(self, c: int) -> U64:
+        return self.ck(c).codes
+
+    def signature(self, c: int) -> tuple[int, int]:
+        if c not in self._sig:
+            self._sig[c] = signature(self.codes(c))
+        return self._sig[c]

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
+from pytest_heron.compare.columns import Table, table
 from pytest_heron.compare.matcher import Matcher
 from pytest_heron.compare.messages import cap, fmt_row
 from pytest_heron.compare.order import order_keys
-from pytest_heron.compare.values import REL_TOL, Row, value_key
+from pytest_heron.compare.values import REL_TOL, value_key
 from pytest_heron.compare.values import canon as _canon
 
 __all__ = ["REL_TOL", "Comparison", "_canon", "compare", "order_keys", "value_key"]
@@ -96,19 +96,14 @@ def compare(
     n_gold = _safe_len(gold)
     n_pred = _safe_len(pred)
     try:
-        gold_rows = _as_rows(gold)
-        pred_rows = _as_rows(pred)
-        n_gold, n_pred = len(gold_rows), len(pred_rows)
+        gold_rows = table(gold)
+        pred_rows = table(pred)
+        n_gold = len(gold_rows) if gold_rows is not None else n_gold
+        n_pred = len(pred_rows) if pred_rows is not None else n_pred
         reason = _compare_rows(gold_rows, pred_rows, order, superset)
     except Exception as exc:  # the scorer must keep going whatever the input is
         reason = cap(f"results could not be compared ({type(exc).__name__}: {exc})")
     return Comparison(equal=not reason, reason=reason, gold_rows=n_gold, pred_rows=n_pred)
-
-
-def _as_rows(rows: Sequence[Sequence[object]]) -> list[Row]:
-    if type(rows) is list and set(map(type, rows)) <= {tuple}:
-        return cast("list[Row]", rows)
-    return [tuple(r) for r in rows]
 
 
 def _safe_len(rows: object) -> int:
@@ -116,14 +111,6 @@ def _safe_len(rows: object) -> int:
         return len(rows)  # type: ignore[arg-type]
     except Exception:
         return 0
-
-
-def _width(rows: list[Row]) -> int:
-    """Common row length; -1 when rows are ragged (0 rows: 0)."""
-    if not rows:
-        return 0
-    lengths = set(map(len, rows))
-    return lengths.pop() if len(lengths) == 1 else -1
 
 
 def _normalise_order(order: object, width: int) -> tuple[int, ...] | None:
@@ -139,16 +126,16 @@ def _normalise_order(order: object, width: int) -> tuple[int, ...] | None:
 
 
 def _compare_rows(
-    gold: list[Row], pred: list[Row], order: tuple[int, ...] | None, superset: bool
+    gold: Table | None, pred: Table | None, order: tuple[int, ...] | None, superset: bool
 ) -> str:
-    n_gold, n_pred = len(gold), len(pred)
-    if n_gold == 0 and n_pred == 0:
+    if gold is not None and pred is not None and len(gold) == 0 and len(pred) == 0:
         return ""
-    g_width, p_width = _width(gold), _width(pred)
-    if g_width < 0:
+    if gold is None:
         return "gold rows do not all have the same number of columns"
-    if p_width < 0:
+    if pred is None:
         return "predicted rows do not all have the same number of columns"
+    n_gold, n_pred = len(gold), len(pred)
+    g_width, p_width = gold.width, pred.width
     if n_gold == 0:
         return (
             f"row counts differ: gold 0, predicted {n_pred}; "
@@ -164,4 +151,4 @@ def _compare_rows(
         if n_gold != n_pred:
             text += f" (row counts differ too: gold {n_gold}, predicted {n_pred})"
         return text
-    return Matcher(gold, pred, g_width, p_width, _normalise_order(order, g_width)).run()
+    return Matcher(gold, pred, _normalise_order(order, g_width)).run()

@@ -16,14 +16,15 @@ The exact keys of a column are kept in one of three *families*:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
-from typing import Final
+from itertools import chain
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.compare.values import NAN_KEY, TWO20, TWO21, Row, canon, canon_column
+from pytest_heron.compare.values import NAN_KEY, TWO20, TWO21, Row, canon_column
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -95,25 +96,52 @@ def grid(x: F64) -> F64 | None:
     return out
 
 
+_CHUNK: Final = 1 << 14  # values read per step: the second read of a step hits the cache
+_NONE: Final = type(None)
+
+
+def _typed(col: list[object], kind: type, dtype: type[np.generic]) -> npt.NDArray[Any] | None:
+    """The column as an array if every value is exactly of type ``kind`` (and fits)."""
+    out = np.empty(len(col), dtype=dtype)
+    for start in range(0, len(col), _CHUNK):
+        part = col[start : start + _CHUNK]
+        if set(map(type, part)) != {kind}:
+            return None
+        try:
+            out[start : start + len(part)] = np.fromiter(part, dtype, len(part))
+        except OverflowError:
+            return None
+    return out
+
+
+def _text_codes(col: list[object]) -> U64 | None:
+    """Codes of a column of text and NULLs (None if it holds anything else)."""
+    out = np.empty(len(col), dtype=np.int64)
+    for start in range(0, len(col), _CHUNK):
+        part = col[start : start + _CHUNK]
+        if not set(map(type, part)) <= {str, _NONE}:
+            return None
+        out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
+    return mix(out.view(np.uint64))
+
+
 def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
     """Codes and exact keys of a column, plus its Python keys when they had to be built."""
-    kinds = set(map(type, col))
-    if kinds == {int}:
-        try:
-            return _int_family(np.array(col, dtype=np.int64)), col
-        except OverflowError:
-            pass
-    elif kinds == {float}:
-        floats = np.array(col, dtype=np.float64)
-        keys = grid(floats)
+    first = type(col[0]) if col else _NONE
+    if first is int:
+        ints = _typed(col, int, np.int64)
+        if ints is not None:
+            return _int_family(ints), col
+    elif first is float:
+        floats = _typed(col, float, np.float64)
+        keys = None if floats is None else grid(floats)
         if keys is not None:
             return _float_family(keys), None
-    elif kinds <= {str, type(None)}:
-        codes = mix(np.fromiter(map(hash, col), dtype=np.int64, count=len(col)).view(np.uint64))
-        return ColumnKeys(codes, _objects(col), "o"), col
-    keys_list = (
-        canon_column(col) if kinds <= {int, float, str, type(None)} else list(map(canon, col))
-    )
+    elif first is str or first is _NONE:
+        codes = _text_codes(col)
+        if codes is not None:
+            return ColumnKeys(codes, _objects(col), "o"), col
+    keys_list = canon_column(col)
     return generic_keys(keys_list), keys_list
 
 
@@ -209,13 +237,63 @@ def _objects_equal(
     return bool((left[ia] == right[ib]).all())
 
 
+class Table:
+    """A result's cells in one flat list, row after row; indexing gives a row as a tuple."""
+
+    def __init__(self, cells: list[object], n: int, width: int) -> None:
+        self.cells = cells
+        self.n = n
+        self.width = width
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Row:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        w = self.width
+        return tuple(self.cells[i * w : (i + 1) * w])
+
+    def __iter__(self) -> Iterator[Row]:
+        return map(self.__getitem__, range(self.n))
+
+    def column(self, c: int) -> list[object]:
+        return self.cells[c :: self.width]
+
+
+def table(rows: Sequence[Sequence[object]]) -> Table | None:
+    """Rows as a :class:`Table` (each row read as ``tuple(row)`` would); None if ragged.
+
+    Reads the rows once, a chunk at a time, whatever the width: on big results the cost is memory
+    traffic, so the number of passes over the rows is what counts.
+    """
+    if type(rows) is not list:
+        rows = list(rows)
+    n = len(rows)
+    lengths: set[int] = set()
+    cells: list[object] = []
+    try:
+        for start in range(0, n, _CHUNK):
+            part = rows[start : start + _CHUNK]
+            lengths.update(map(len, part))
+            cells.extend(chain.from_iterable(part))
+    except TypeError:  # rows without a length: read them as tuples
+        return table([tuple(r) for r in rows])
+    if len(lengths) > 1:
+        return None
+    width = lengths.pop() if lengths else 0
+    if len(cells) != n * width:  # rows whose items disagree with their length
+        return table([tuple(r) for r in rows])
+    return Table(cells, n, width)
+
+
 class Side:
     """The columns of one result (gold or predicted), each computed once and on demand."""
 
-    def __init__(self, rows: list[Row], width: int) -> None:
+    def __init__(self, rows: Table) -> None:
         self.rows = rows
         self.n = len(rows)
-        self.width = width
+        self.width = rows.width
         self._raw: dict[int, list[object]] = {}
         self._ck: dict[int, ColumnKeys] = {}
         self._keys: dict[int, list[object]] = {}
@@ -224,7 +302,7 @@ class Side:
     def raw(self, c: int) -> list[object]:
         """The values of column ``c`` as they came."""
         if c not in self._raw:
-            self._raw[c] = list(map(itemgetter(c), self.rows))
+            self._raw[c] = self.rows.column(c)
         return self._raw[c]
 
     def ck(self, c: int) -> ColumnKeys:

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Final
 
-from pytest_heron.compare.columns import generic_keys, row_codes, signature
+from pytest_heron.compare.columns import Table, generic_keys, row_codes, signature
 from pytest_heron.compare.rows import RowChecker
 from pytest_heron.compare.search import assignments, max_matching
-from pytest_heron.compare.values import Row, coarse_column, num_equal, numeric_profile
+from pytest_heron.compare.values import coarse_column, num_equal, numeric_profile
 
 # Bounds that keep the worst case finite.  They only matter for pathological inputs.
 _MAX_MAPPING_TRIES: Final = 120
@@ -39,13 +39,11 @@ class Matcher(RowChecker):
 
     def __init__(
         self,
-        gold: list[Row],
-        pred: list[Row],
-        g_width: int,
-        p_width: int,
+        gold: Table,
+        pred: Table,
         order: tuple[int, ...] | None,
     ) -> None:
-        super().__init__(gold, pred, g_width, p_width, order)
+        super().__init__(gold, pred, order)
         self._coarse_sig: dict[tuple[str, int], tuple[int, int]] = {}
         self._sorted_nums: dict[tuple[str, int], tuple[int, list[object]] | None] = {}
 

@@ -15,7 +15,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.compare.columns import U64, Side, aligned_equal, row_codes
+from pytest_heron.compare.columns import U64, Side, Table, aligned_equal, row_codes
 from pytest_heron.compare.messages import cap, fmt_row, fmt_value
 from pytest_heron.compare.search import max_matching
 from pytest_heron.compare.values import Key, Row, coarse, row_close, row_sort_key
@@ -29,23 +29,22 @@ class RowChecker:
 
     def __init__(
         self,
-        gold: list[Row],
-        pred: list[Row],
-        g_width: int,
-        p_width: int,
+        gold: Table,
+        pred: Table,
         order: tuple[int, ...] | None,
     ) -> None:
         self.gold = gold
         self.pred = pred
-        self.g_width = g_width
-        self.p_width = p_width
+        self.g_width = gold.width
+        self.p_width = pred.width
         self.order = order
-        self.g = Side(gold, g_width)
-        self.p = Side(pred, p_width)
+        self.g = Side(gold)
+        self.p = Side(pred)
         self.pair_budget = _PAIR_BUDGET
         self._gkeys: list[Key] | None = None
         self._gcount: Counter[Key] | None = None
-        self._g_sorted: tuple[npt.NDArray[np.intp], U64] | None = None
+        self._g_codes: U64 | None = None
+        self._g_uniform: bool | None = None
         self._exact: dict[tuple[int, ...], bool] = {}
 
     # -- keys ---------------------------------------------------------------------------------
@@ -81,13 +80,10 @@ class RowChecker:
             self._exact[mapping] = self._exactly_equal(mapping)
         return self._exact[mapping]
 
-    def gold_sorted(self) -> tuple[npt.NDArray[np.intp], U64]:
-        """Gold's row order by row code, and the sorted codes."""
-        if self._g_sorted is None:
-            codes = row_codes([self.g.codes(c) for c in range(self.g_width)], len(self.gold))
-            order = np.argsort(codes, kind="stable")
-            self._g_sorted = (order, codes[order])
-        return self._g_sorted
+    def gold_codes(self) -> U64:
+        if self._g_codes is None:
+            self._g_codes = row_codes([self.g.codes(c) for c in range(self.g_width)], self.g.n)
+        return self._g_codes
 
     def same_rows_at(
         self, mapping: tuple[int, ...], g_at: npt.NDArray[np.intp], p_at: npt.NDArray[np.intp]
@@ -98,18 +94,32 @@ class RowChecker:
         )
 
     def _exactly_equal(self, mapping: tuple[int, ...]) -> bool:
+        import pandas as pd  # only here: a heavy import
+
         n = len(self.gold)
-        if self.order is not None:
-            everywhere = np.arange(n, dtype=np.intp)
-            if self.same_rows_at(mapping, everywhere, everywhere):
-                return True  # identical keys in identical places
-        g_order, g_sorted = self.gold_sorted()
+        everywhere = np.arange(n, dtype=np.intp)
+        if self.order is not None and self.same_rows_at(mapping, everywhere, everywhere):
+            return True  # identical keys in identical places
+        # group equal row codes of both sides (gold first, so gold's labels never depend on pred)
         p_codes = row_codes([self.p.codes(j) for j in mapping], n)
-        p_order = np.argsort(p_codes, kind="stable")
-        if not np.array_equal(g_sorted, p_codes[p_order]):
+        labels, uniques = pd.factorize(np.concatenate([self.gold_codes(), p_codes]))
+        k = len(uniques)
+        g_labels, p_labels = labels[:n], labels[n:]
+        if not np.array_equal(
+            np.bincount(g_labels, minlength=k), np.bincount(p_labels, minlength=k)
+        ):
             return False  # the multisets of keys differ (equal keys always get equal codes)
-        if self.order is None and self.same_rows_at(mapping, g_order, p_order):
-            return True  # a pairing of rows with equal keys: equal multisets
+        # labels count up in order of first appearance: where gold's running maximum grows is
+        # the first gold row of each label (all k labels occur in gold: the counts agree)
+        first = np.flatnonzero(np.diff(np.maximum.accumulate(g_labels), prepend=-1) > 0)
+        if (
+            self.order is None
+            and (k == n or self.gold_uniform(first[g_labels]))
+            and self.same_rows_at(mapping, first[p_labels], everywhere)
+        ):
+            # every row, of either side, has the keys of the first gold row of its code, and
+            # each code counts as many rows on both sides: equal multisets of keys
+            return True
         # a code collision, or ORDER BY runs to check: the Python-level pass decides
         gkeys = self.gold_keys()
         pkeys = self.pred_keys(mapping)
@@ -117,6 +127,16 @@ class RowChecker:
             # equal runs in the same places imply equal multisets
             return not self.check_order(gkeys, pkeys, mapping, tolerant=False)
         return bool(dict.__eq__(Counter(pkeys), self.gold_count()))
+
+    def gold_uniform(self, representative: npt.NDArray[np.intp]) -> bool:
+        """Whether every gold row has the keys of ``representative[row]`` (computed once)."""
+        if self._g_uniform is None:
+            everywhere = np.arange(len(self.gold), dtype=np.intp)
+            self._g_uniform = all(
+                aligned_equal(self.g.ck(c), everywhere, self.g.ck(c), representative)
+                for c in range(self.g_width)
+            )
+        return self._g_uniform
 
     # -- verification with the tolerance --------------------------------------------------------
 
@@ -328,14 +348,14 @@ class RowChecker:
         seen: set[object] = set()
         shown: list[str] = []
         more = False
-        for row, key in zip(self.gold, self.g.keys(col), strict=True):
+        for value, key in zip(self.g.raw(col), self.g.keys(col), strict=True):
             if key in seen:
                 continue
             if len(shown) == 3:
                 more = True
                 break
             seen.add(key)
-            shown.append(fmt_value(row[col]))
+            shown.append(fmt_value(value))
         return cap(", ".join(shown) + (", ..." if more else ""), 120)
 
 

@@ -37,6 +37,12 @@ columns = st.one_of(
     st.lists(st.one_of(st.text(max_size=2), st.none()), min_size=1, max_size=6),
     st.lists(numbers, min_size=1, max_size=6),
     st.lists(cells, min_size=1, max_size=6),
+    # one number type with NULLs, as nullable SQL columns give
+    st.lists(st.one_of(st.integers(-(2**70), 2**70), st.none()), min_size=1, max_size=6),
+    st.lists(st.one_of(st.floats(), st.none()), min_size=1, max_size=6),
+    st.lists(st.one_of(st.decimals(places=None), st.none()), min_size=1, max_size=6),
+    st.lists(st.one_of(st.decimals(-(10**20), 10**20, places=2), st.none()), max_size=6),
+    st.lists(st.one_of(st.datetimes(), st.dates(), st.none(), st.binary(max_size=2))),
 )
 
 

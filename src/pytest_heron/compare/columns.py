@@ -16,10 +16,14 @@ The exact keys of a column are kept in one of three *families*:
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
+import operator
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
-from typing import Any, Final
+from itertools import chain, repeat
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -98,6 +102,7 @@ def grid(x: F64) -> F64 | None:
 
 _CHUNK: Final = 1 << 14  # values read per step: the second read of a step hits the cache
 _NONE: Final = type(None)
+_NULL_CODE: Final = mix(np.array([hash(None) & _MASK64], dtype=np.uint64))[0]
 
 
 def _typed(col: list[object], kind: type, dtype: type[np.generic]) -> npt.NDArray[Any] | None:
@@ -114,12 +119,18 @@ def _typed(col: list[object], kind: type, dtype: type[np.generic]) -> npt.NDArra
     return out
 
 
-def _text_codes(col: list[object]) -> U64 | None:
-    """Codes of a column of text and NULLs (None if it holds anything else)."""
+# types that are their own canonical key and are coded by their hash
+_HASHED: Final = frozenset(
+    {str, _NONE, bytes, dt.date, dt.datetime, dt.time, dt.timedelta, uuid.UUID}
+)
+
+
+def _hashed_codes(col: list[object]) -> U64 | None:
+    """Codes of a column of text, NULLs, dates and the like (None if it holds anything else)."""
     out = np.empty(len(col), dtype=np.int64)
     for start in range(0, len(col), _CHUNK):
         part = col[start : start + _CHUNK]
-        if not set(map(type, part)) <= {str, _NONE}:
+        if not set(map(type, part)) <= _HASHED:
             return None
         out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
     return mix(out.view(np.uint64))
@@ -137,12 +148,86 @@ def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
         keys = None if floats is None else grid(floats)
         if keys is not None:
             return _float_family(keys), None
-    elif first is str or first is _NONE:
-        codes = _text_codes(col)
+    if first in _HASHED:
+        codes = _hashed_codes(col)
         if codes is not None:
             return ColumnKeys(codes, _objects(col), "o"), col
+    kinds = set(map(type, col))
+    numeric = kinds - {_NONE}
+    if len(numeric) == 1 and numeric <= {int, float, decimal.Decimal}:
+        made = _numeric_column(col, numeric.pop(), _NONE in kinds)
+        if made is not None:
+            return made
     keys_list = canon_column(col)
     return generic_keys(keys_list), keys_list
+
+
+def _numeric_column(
+    col: list[object], kind: type, has_null: bool
+) -> tuple[ColumnKeys, list[object] | None] | None:
+    """A column of one number type, maybe with NULLs; None to leave it to the generic path."""
+    values = [v for v in col if v is not None] if has_null else col
+    own_keys: list[object] | None = None
+    if kind is int:
+        ints = _typed(values, int, np.int64)
+        if ints is None:
+            return None
+        if not has_null:
+            return _int_family(ints), col
+        floats: F64 | None = ints.astype(np.float64)
+        own_keys = col
+    elif kind is float:
+        floats = _typed(values, float, np.float64)
+        floats = None if floats is None else grid(floats)
+    else:
+        floats = _decimal_keys(values)
+    if floats is None:
+        return None
+    if not has_null:
+        return _float_family(floats), None
+    nulls = np.fromiter((v is None for v in col), dtype=bool, count=len(col))
+    codes = np.empty(len(col), dtype=np.uint64)
+    codes[nulls] = _NULL_CODE
+    codes[~nulls] = mix(_float_bits(floats).view(np.uint64))
+    if own_keys is None:
+        numbers = _float_keys(floats)
+        it = iter(numbers)
+        own_keys = [None if v is None else next(it) for v in col]
+    return ColumnKeys(codes, _objects(own_keys), "o"), own_keys
+
+
+_REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
+_D_ONE: Final = decimal.Decimal(1)
+
+
+def _decimal_keys(values: list[object]) -> F64 | None:
+    """Keys of Decimals as float64: integers as themselves (exact up to 2**53), others gridded.
+
+    None when a value needs the per-value path: an infinity or signalling NaN, an integer part
+    too long for the remainder, an integer beyond 2**53.
+    """
+    decimals = cast("list[decimal.Decimal]", values)
+    try:
+        fractions = list(map(_REMAINDER.remainder, decimals, repeat(_D_ONE)))
+    except decimal.InvalidOperation:
+        return None
+    integral = np.fromiter(map(operator.not_, fractions), dtype=bool, count=len(values))
+    floats = np.fromiter(map(float, decimals), dtype=np.float64, count=len(values))
+    if np.isinf(floats).any() or (np.abs(floats[integral]) > _EXACT_INT).any():
+        return None
+    keys = grid(floats)
+    if keys is None:
+        return None
+    keys[integral] = floats[integral]
+    return keys
+
+
+def _float_keys(keys: F64) -> list[object]:
+    """Python keys from float64 keys (NaN becomes the NaN key)."""
+    out: list[object] = keys.tolist()
+    for i in np.flatnonzero(np.isnan(keys)).tolist():
+        out[i] = NAN_KEY
+    return out
 
 
 def _objects(keys: list[object]) -> Obj:
@@ -205,11 +290,7 @@ def python_keys(ck: ColumnKeys) -> list[object]:
         return list(ck.exact)
     if ck.family == "i":
         return ck.exact.tolist()  # type: ignore[no-any-return]
-    floats = ck.exact.view(np.float64)
-    keys: list[object] = floats.tolist()
-    for i in np.flatnonzero(np.isnan(floats)).tolist():
-        keys[i] = NAN_KEY
-    return keys
+    return _float_keys(ck.exact.view(np.float64))
 
 
 def aligned_equal(

@@ -310,6 +310,12 @@ def aligned_equal(
     return _objects_equal(a, ia, b, ib)
 
 
+def adjacent_equal(ck: ColumnKeys) -> npt.NDArray[np.bool_]:
+    """Per row after the first, whether its key equals the key of the row before (exactly)."""
+    exact = ck.exact
+    return np.asarray(exact[1:] == exact[:-1], dtype=bool)
+
+
 def _objects_equal(
     a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
 ) -> bool:

@@ -15,13 +15,22 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.compare.columns import U64, Side, Table, aligned_equal, row_codes
+from pytest_heron.compare.columns import (
+    U64,
+    Side,
+    Table,
+    adjacent_equal,
+    aligned_equal,
+    mix,
+    row_codes,
+)
 from pytest_heron.compare.messages import cap, fmt_row, fmt_value
 from pytest_heron.compare.search import max_matching
 from pytest_heron.compare.values import Key, Row, coarse, row_close, row_sort_key
 
 _PAIR_BUDGET: Final = 250_000
 _MAX_TOLERANT_ROWS: Final = 200_000
+_HASH_GROUPING: Final = 100_000  # codes (both sides) from which pandas groups them
 
 
 class RowChecker:
@@ -45,6 +54,7 @@ class RowChecker:
         self._gcount: Counter[Key] | None = None
         self._g_codes: U64 | None = None
         self._g_uniform: bool | None = None
+        self._runs: npt.NDArray[np.int64] | None = None
         self._exact: dict[tuple[int, ...], bool] = {}
 
     # -- keys ---------------------------------------------------------------------------------
@@ -82,8 +92,29 @@ class RowChecker:
 
     def gold_codes(self) -> U64:
         if self._g_codes is None:
-            self._g_codes = row_codes([self.g.codes(c) for c in range(self.g_width)], self.g.n)
+            codes = row_codes([self.g.codes(c) for c in range(self.g_width)], self.g.n)
+            self._g_codes = self.with_runs(codes)
         return self._g_codes
+
+    def runs(self) -> npt.NDArray[np.int64] | None:
+        """Per gold row, the number of its ORDER BY run (None without sort keys).
+
+        A run starts wherever a sort key differs from the row before; keys are compared
+        exactly, so a code collision can never merge two runs.
+        """
+        if not self.order:
+            return None
+        if self._runs is None:
+            change = np.zeros(len(self.gold), dtype=bool)
+            for c in self.order:
+                change[1:] |= ~adjacent_equal(self.g.ck(c))
+            self._runs = np.cumsum(change, dtype=np.int64)
+        return self._runs
+
+    def with_runs(self, codes: U64) -> U64:
+        """Row codes made distinct between ORDER BY runs (rows compared by position)."""
+        runs = self.runs()
+        return codes if runs is None else mix(codes ^ mix(runs.view(np.uint64)))
 
     def same_rows_at(
         self, mapping: tuple[int, ...], g_at: npt.NDArray[np.intp], p_at: npt.NDArray[np.intp]
@@ -94,33 +125,39 @@ class RowChecker:
         )
 
     def _exactly_equal(self, mapping: tuple[int, ...]) -> bool:
-        import pandas as pd  # only here: a heavy import
-
         n = len(self.gold)
         everywhere = np.arange(n, dtype=np.intp)
-        if self.order is not None and self.same_rows_at(mapping, everywhere, everywhere):
-            return True  # identical keys in identical places
-        # group equal row codes of both sides (gold first, so gold's labels never depend on pred)
-        p_codes = row_codes([self.p.codes(j) for j in mapping], n)
-        labels, uniques = pd.factorize(np.concatenate([self.gold_codes(), p_codes]))
-        k = len(uniques)
+        if self.order is not None:
+            if self.same_rows_at(mapping, everywhere, everywhere):
+                return True  # identical keys in identical places
+            if not self.order:
+                return False  # whole rows in order: nothing else to try
+        # group equal row codes of both sides (gold first, so gold's labels never depend on
+        # pred); with ORDER BY, a row's code includes its run (predicted rows by position)
+        p_codes = self.with_runs(row_codes([self.p.codes(j) for j in mapping], n))
+        labels, k = _group(np.concatenate([self.gold_codes(), p_codes]))
         g_labels, p_labels = labels[:n], labels[n:]
         if not np.array_equal(
             np.bincount(g_labels, minlength=k), np.bincount(p_labels, minlength=k)
         ):
             return False  # the multisets of keys differ (equal keys always get equal codes)
-        # labels count up in order of first appearance: where gold's running maximum grows is
-        # the first gold row of each label (all k labels occur in gold: the counts agree)
-        first = np.flatnonzero(np.diff(np.maximum.accumulate(g_labels), prepend=-1) > 0)
+        first = np.full(k, n, dtype=np.intp)  # the first gold row of each label (all occur)
+        np.minimum.at(first, g_labels, everywhere)
+        g_rep, p_rep = first[g_labels], first[p_labels]
+        runs = self.runs()
+        same_runs = runs is None or (
+            np.array_equal(runs[g_rep], runs) and np.array_equal(runs[p_rep], runs)
+        )
         if (
-            self.order is None
-            and (k == n or self.gold_uniform(first[g_labels]))
-            and self.same_rows_at(mapping, first[p_labels], everywhere)
+            same_runs
+            and (k == n or self.gold_uniform(g_rep))
+            and self.same_rows_at(mapping, p_rep, everywhere)
         ):
-            # every row, of either side, has the keys of the first gold row of its code, and
-            # each code counts as many rows on both sides: equal multisets of keys
+            # every row, of either side, has the keys (and the run) of the first gold row of
+            # its code, and each code counts as many rows on both sides: equal multisets of
+            # keys (in every run)
             return True
-        # a code collision, or ORDER BY runs to check: the Python-level pass decides
+        # a code collision: the Python-level pass decides
         gkeys = self.gold_keys()
         pkeys = self.pred_keys(mapping)
         if self.order is not None:
@@ -357,6 +394,17 @@ class RowChecker:
             seen.add(key)
             shown.append(fmt_value(value))
         return cap(", ".join(shown) + (", ..." if more else ""), 120)
+
+
+def _group(codes: U64) -> tuple[npt.NDArray[np.intp], int]:
+    """A label per code (equal codes, equal labels) and the number of labels."""
+    if len(codes) < _HASH_GROUPING:
+        uniques, labels = np.unique(codes, return_inverse=True)
+        return labels.astype(np.intp, copy=False), len(uniques)
+    import pandas as pd  # only for big results: a heavy import, but hashing beats sorting
+
+    hashed, uniques = pd.factorize(codes)
+    return hashed.astype(np.intp, copy=False), len(uniques)
 
 
 def take(indices: Iterable[int], keys: list[Key], need: dict[Key, int]) -> list[int]:

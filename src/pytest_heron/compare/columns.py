@@ -244,6 +244,9 @@ def generic_keys(keys: list[object]) -> ColumnKeys:
             return _int_family(np.array(keys, dtype=np.int64))
         if not ints or (min(ints) >= -_EXACT_INT and max(ints) <= _EXACT_INT):
             return _float_family(np.array(keys, dtype=np.float64))
+    elif not kinds & {int, float} and (tuple not in kinds or NAN_KEY not in keys):
+        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=n)  # no number among them
+        return ColumnKeys(mix(hashes.view(np.uint64)), _objects(keys), "o")
     codes = np.empty(n, dtype=np.uint64)
     num_at: list[int] = []
     num_vals: list[float] = []

@@ -43,9 +43,9 @@ from pytest_heron.compare.matcher import Matcher
 from pytest_heron.compare.messages import cap, fmt_row
 from pytest_heron.compare.order import order_keys
 from pytest_heron.compare.values import REL_TOL, value_key
-from pytest_heron.compare.values import canon as _canon
+from pytest_heron.compare.values import canon as _canon  # noqa: F401  (tests use it)
 
-__all__ = ["REL_TOL", "Comparison", "_canon", "compare", "order_keys", "value_key"]
+__all__ = ["REL_TOL", "Comparison", "compare", "order_keys", "value_key"]
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,7 @@ def case_a(rows: int, seed: int, repeat: int) -> None:
     print(f"  runs: {_runs(times)}")
     ok = rate >= TARGET_ROWS_PER_S
     print(f"  rows_per_s={rate:,.0f} target>={TARGET_ROWS_PER_S:,}: {_verdict(ok)}")
-    print(f"  tracemalloc_peak_mb={peak:.0f} (Python allocations during one traced compare)")
+    print(f"  tracemalloc_peak_mb={peak:.0f} (Python and numpy allocations, one traced compare)")
     print(f"  peak_rss_growth_mb={rss_growth:.0f} (process peak RSS over the RSS before the runs)")
     peak_ok = max(peak, rss_growth) <= TARGET_PEAK_MB
     print(f"  peak target<={TARGET_PEAK_MB:.0f} MB: {_verdict(peak_ok)}")

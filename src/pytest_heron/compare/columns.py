@@ -1,0 +1,418 @@
+"""Whole columns at once: canonical keys as numpy arrays and 64-bit codes for the fast passes.
+
+Every column gets a ``uint64`` *code* per value, such that equal canonical keys always get equal
+codes, in any column of either side (numbers are coded from the float64 of their key, anything
+else from the key's hash).  Codes only ever propose equality: a multiset of rows is accepted
+only after the rows it pairs up are found to have equal keys (:func:`aligned_equal`), so a
+collision costs time, never correctness.  Codes never decide the order of anything printed.
+
+The exact keys of a column are kept in one of three *families*:
+
+* ``"i"``: an ``int64`` array (a column of ints, or of integral Decimals);
+* ``"f"``: the bits (``int64``) of a ``float64`` array of keys, -0.0 and NaN normalised (floats,
+  Decimals with a fractional part, ints up to 2**53 mixed with them);
+* ``"o"``: an object array of canonical keys (text, NULLs, anything else).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import operator
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import chain, repeat
+from typing import Any, Final, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_heron.compare.values import NAN_KEY, TWO20, TWO21, Row, canon_column
+
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+Obj = npt.NDArray[np.object_]
+
+_EXACT_INT: Final = 2**53  # ints up to this magnitude are exact as float64
+_INT64_MAX: Final = 2**63 - 1
+_ROW_SEED: Final = np.uint64(0x9E37_79B9_7F4A_7C15)
+_SIG_SALT: Final = np.uint64(0x5EED_C0DE_0BAD_F00D)
+_M1: Final = np.uint64(0xBF58_476D_1CE4_E5B9)
+_M2: Final = np.uint64(0x94D0_49BB_1331_11EB)
+_S30: Final = np.uint64(30)
+_S27: Final = np.uint64(27)
+_S31: Final = np.uint64(31)
+_MASK64: Final = 0xFFFF_FFFF_FFFF_FFFF
+_NAN_BITS: Final = np.float64("nan").view(np.int64)
+
+
+def mix(z: U64) -> U64:
+    """The splitmix64 finaliser, elementwise (a bijection of 64-bit words)."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> _S30)) * _M1
+        z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@dataclass
+class ColumnKeys:
+    """Codes and exact keys of one column (see the module docstring)."""
+
+    codes: U64
+    exact: I64 | Obj
+    family: str
+    _floats: F64 | None = field(default=None, repr=False)
+
+
+def _float_bits(keys: F64) -> I64:
+    keys = keys + 0.0  # -0.0 becomes 0.0
+    bits = keys.view(np.int64).copy()
+    bits[np.isnan(keys)] = _NAN_BITS
+    return bits
+
+
+def _float_family(keys: F64) -> ColumnKeys:
+    bits = _float_bits(keys)
+    return ColumnKeys(mix(bits.view(np.uint64)), bits, "f")
+
+
+def _int_family(ints: I64) -> ColumnKeys:
+    bits = _float_bits(ints.astype(np.float64))
+    return ColumnKeys(mix(bits.view(np.uint64)), ints, "i")
+
+
+def grid(x: F64) -> F64 | None:
+    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows."""
+    out = np.empty_like(x)
+    small = np.abs(x) < 1.0
+    out[small] = np.rint(x[small] * TWO20) / TWO20
+    big = ~small & np.isfinite(x)
+    mantissa, exponent = np.frexp(x[big])
+    with np.errstate(over="ignore"):
+        scaled = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)
+    if not np.isfinite(scaled).all():
+        return None
+    out[big] = scaled
+    rest = ~small & ~big
+    out[rest] = x[rest]  # infinities and NaN
+    return out
+
+
+_CHUNK: Final = 1 << 14  # values read per step: the second read of a step hits the cache
+_NONE: Final = type(None)
+_NULL_CODE: Final = mix(np.array([hash(None) & _MASK64], dtype=np.uint64))[0]
+
+
+def _typed(col: list[object], kind: type, dtype: type[np.generic]) -> npt.NDArray[Any] | None:
+    """The column as an array if every value is exactly of type ``kind`` (and fits)."""
+    out = np.empty(len(col), dtype=dtype)
+    for start in range(0, len(col), _CHUNK):
+        part = col[start : start + _CHUNK]
+        if set(map(type, part)) != {kind}:
+            return None
+        try:
+            out[start : start + len(part)] = np.fromiter(part, dtype, len(part))
+        except OverflowError:
+            return None
+    return out
+
+
+# types that are their own canonical key and are coded by their hash
+_HASHED: Final = frozenset(
+    {str, _NONE, bytes, dt.date, dt.datetime, dt.time, dt.timedelta, uuid.UUID}
+)
+
+
+def _hashed_codes(col: list[object]) -> U64 | None:
+    """Codes of a column of text, NULLs, dates and the like (None if it holds anything else)."""
+    out = np.empty(len(col), dtype=np.int64)
+    for start in range(0, len(col), _CHUNK):
+        part = col[start : start + _CHUNK]
+        if not set(map(type, part)) <= _HASHED:
+            return None
+        out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
+    return mix(out.view(np.uint64))
+
+
+def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
+    """Codes and exact keys of a column, plus its Python keys when they had to be built."""
+    first = type(col[0]) if col else _NONE
+    if first is int:
+        ints = _typed(col, int, np.int64)
+        if ints is not None:
+            return _int_family(ints), col
+    elif first is float:
+        floats = _typed(col, float, np.float64)
+        keys = None if floats is None else grid(floats)
+        if keys is not None:
+            return _float_family(keys), None
+    if first in _HASHED:
+        codes = _hashed_codes(col)
+        if codes is not None:
+            return ColumnKeys(codes, _objects(col), "o"), col
+    kinds = set(map(type, col))
+    numeric = kinds - {_NONE}
+    if len(numeric) == 1 and numeric <= {int, float, decimal.Decimal}:
+        made = _numeric_column(col, numeric.pop(), _NONE in kinds)
+        if made is not None:
+            return made
+    keys_list = canon_column(col)
+    return generic_keys(keys_list), keys_list
+
+
+def _numeric_column(
+    col: list[object], kind: type, has_null: bool
+) -> tuple[ColumnKeys, list[object] | None] | None:
+    """A column of one number type, maybe with NULLs; None to leave it to the generic path."""
+    values = [v for v in col if v is not None] if has_null else col
+    own_keys: list[object] | None = None
+    if kind is int:
+        ints = _typed(values, int, np.int64)
+        if ints is None:
+            return None
+        if not has_null:
+            return _int_family(ints), col
+        floats: F64 | None = ints.astype(np.float64)
+        own_keys = col
+    elif kind is float:
+        floats = _typed(values, float, np.float64)
+        floats = None if floats is None else grid(floats)
+    else:
+        floats = _decimal_keys(values)
+    if floats is None:
+        return None
+    if not has_null:
+        return _float_family(floats), None
+    nulls = np.fromiter((v is None for v in col), dtype=bool, count=len(col))
+    codes = np.empty(len(col), dtype=np.uint64)
+    codes[nulls] = _NULL_CODE
+    codes[~nulls] = mix(_float_bits(floats).view(np.uint64))
+    if own_keys is None:
+        numbers = _float_keys(floats)
+        it = iter(numbers)
+        own_keys = [None if v is None else next(it) for v in col]
+    return ColumnKeys(codes, _objects(own_keys), "o"), own_keys
+
+
+_REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
+_D_ONE: Final = decimal.Decimal(1)
+
+
+def _decimal_keys(values: list[object]) -> F64 | None:
+    """Keys of Decimals as float64: integers as themselves (exact up to 2**53), others gridded.
+
+    None when a value needs the per-value path: an infinity or signalling NaN, an integer part
+    too long for the remainder, an integer beyond 2**53.
+    """
+    decimals = cast("list[decimal.Decimal]", values)
+    try:
+        fractions = list(map(_REMAINDER.remainder, decimals, repeat(_D_ONE)))
+    except decimal.InvalidOperation:
+        return None
+    integral = np.fromiter(map(operator.not_, fractions), dtype=bool, count=len(values))
+    floats = np.fromiter(map(float, decimals), dtype=np.float64, count=len(values))
+    if np.isinf(floats).any() or (np.abs(floats[integral]) > _EXACT_INT).any():
+        return None
+    keys = grid(floats)
+    if keys is None:
+        return None
+    keys[integral] = floats[integral]
+    return keys
+
+
+def _float_keys(keys: F64) -> list[object]:
+    """Python keys from float64 keys (NaN becomes the NaN key)."""
+    out: list[object] = keys.tolist()
+    for i in np.flatnonzero(np.isnan(keys)).tolist():
+        out[i] = NAN_KEY
+    return out
+
+
+def _objects(keys: list[object]) -> Obj:
+    return np.fromiter(keys, dtype=object, count=len(keys))
+
+
+def generic_keys(keys: list[object]) -> ColumnKeys:
+    """Codes and exact keys from a list of canonical keys of any kinds."""
+    n = len(keys)
+    kinds = set(map(type, keys))
+    if kinds <= {int, float}:
+        ints = [k for k in keys if type(k) is int]
+        if kinds == {int} and (not ints or (min(ints) >= -_INT64_MAX and max(ints) <= _INT64_MAX)):
+            return _int_family(np.array(keys, dtype=np.int64))
+        if not ints or (min(ints) >= -_EXACT_INT and max(ints) <= _EXACT_INT):
+            return _float_family(np.array(keys, dtype=np.float64))
+    elif not kinds & {int, float} and (tuple not in kinds or NAN_KEY not in keys):
+        hashes = np.fromiter(map(hash, keys), dtype=np.int64, count=n)  # no number among them
+        return ColumnKeys(mix(hashes.view(np.uint64)), _objects(keys), "o")
+    codes = np.empty(n, dtype=np.uint64)
+    num_at: list[int] = []
+    num_vals: list[float] = []
+    hashed: list[int] = []
+    for i, k in enumerate(keys):
+        t = type(k)
+        if t is int or t is float:
+            try:
+                num_vals.append(float(k))  # type: ignore[arg-type]
+            except OverflowError:  # an int beyond the float range: only ints can equal it
+                hashed.append(hash(k) & _MASK64)
+                continue
+            num_at.append(i)
+            hashed.append(0)
+        elif t is tuple and k == NAN_KEY:
+            num_at.append(i)
+            num_vals.append(float("nan"))
+            hashed.append(0)
+        else:
+            hashed.append(hash(k) & _MASK64)
+    codes[:] = mix(np.array(hashed, dtype=np.uint64))
+    if num_at:
+        bits = _float_bits(np.array(num_vals, dtype=np.float64))
+        codes[np.array(num_at, dtype=np.intp)] = mix(bits.view(np.uint64))
+    return ColumnKeys(codes, _objects(keys), "o")
+
+
+def signature(codes: U64) -> tuple[int, int]:
+    """Order-independent hash of a column's multiset of keys (equal multisets: equal result)."""
+    return len(codes), int(mix(codes ^ _SIG_SALT).sum(dtype=np.uint64))
+
+
+def row_codes(columns: list[U64], n: int) -> U64:
+    """One code per row from the codes of its columns, in the given column order."""
+    out = np.full(n, _ROW_SEED, dtype=np.uint64)
+    for codes in columns:
+        out = mix(out ^ codes)
+    return out
+
+
+def python_keys(ck: ColumnKeys) -> list[object]:
+    """The canonical keys of a column as Python objects (equal to what ``canon`` gives)."""
+    if ck.family == "o":
+        return list(ck.exact)
+    if ck.family == "i":
+        return ck.exact.tolist()  # type: ignore[no-any-return]
+    return _float_keys(ck.exact.view(np.float64))
+
+
+def aligned_equal(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> bool:
+    """Whether ``a``'s keys at ``ia`` equal ``b``'s keys at ``ib``, position by position."""
+    if a.family == b.family and a.family != "o":
+        return bool(np.array_equal(a.exact[ia], b.exact[ib]))
+    if {a.family, b.family} == {"i", "f"}:
+        ints, floats = (a, b) if a.family == "i" else (b, a)
+        i_idx, f_idx = (ia, ib) if a.family == "i" else (ib, ia)
+        picked = ints.exact[i_idx]
+        if picked.size and max(-int(picked.min()), int(picked.max())) > _EXACT_INT:
+            return _objects_equal(a, ia, b, ib)
+        as_bits = _float_bits(picked.astype(np.float64))
+        return bool(np.array_equal(as_bits, floats.exact[f_idx]))
+    return _objects_equal(a, ia, b, ib)
+
+
+def adjacent_equal(ck: ColumnKeys) -> npt.NDArray[np.bool_]:
+    """Per row after the first, whether its key equals the key of the row before (exactly)."""
+    exact = ck.exact
+    return np.asarray(exact[1:] == exact[:-1], dtype=bool)
+
+
+def _objects_equal(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> bool:
+    left = _objects(python_keys(a)) if a.family != "o" else a.exact
+    right = _objects(python_keys(b)) if b.family != "o" else b.exact
+    return bool((left[ia] == right[ib]).all())
+
+
+class Table:
+    """A result's cells in one flat list, row after row; indexing gives a row as a tuple."""
+
+    def __init__(self, cells: list[object], n: int, width: int) -> None:
+        self.cells = cells
+        self.n = n
+        self.width = width
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Row:
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        w = self.width
+        return tuple(self.cells[i * w : (i + 1) * w])
+
+    def __iter__(self) -> Iterator[Row]:
+        return map(self.__getitem__, range(self.n))
+
+    def column(self, c: int) -> list[object]:
+        return self.cells[c :: self.width]
+
+
+def table(rows: Sequence[Sequence[object]]) -> Table | None:
+    """Rows as a :class:`Table` (each row read as ``tuple(row)`` would); None if ragged.
+
+    Reads the rows once, a chunk at a time, whatever the width: on big results the cost is memory
+    traffic, so the number of passes over the rows is what counts.
+    """
+    if type(rows) is not list:
+        rows = list(rows)
+    n = len(rows)
+    lengths: set[int] = set()
+    cells: list[object] = []
+    try:
+        for start in range(0, n, _CHUNK):
+            part = rows[start : start + _CHUNK]
+            lengths.update(map(len, part))
+            cells.extend(chain.from_iterable(part))
+    except TypeError:  # rows without a length: read them as tuples
+        return table([tuple(r) for r in rows])
+    if len(lengths) > 1:
+        return None
+    width = lengths.pop() if lengths else 0
+    if len(cells) != n * width:  # rows whose items disagree with their length
+        return table([tuple(r) for r in rows])
+    return Table(cells, n, width)
+
+
+class Side:
+    """The columns of one result (gold or predicted), each computed once and on demand."""
+
+    def __init__(self, rows: Table) -> None:
+        self.rows = rows
+        self.n = len(rows)
+        self.width = rows.width
+        self._raw: dict[int, list[object]] = {}
+        self._ck: dict[int, ColumnKeys] = {}
+        self._keys: dict[int, list[object]] = {}
+        self._sig: dict[int, tuple[int, int]] = {}
+
+    def raw(self, c: int) -> list[object]:
+        """The values of column ``c`` as they came."""
+        if c not in self._raw:
+            self._raw[c] = self.rows.column(c)
+        return self._raw[c]
+
+    def ck(self, c: int) -> ColumnKeys:
+        if c not in self._ck:
+            ck, keys = column_keys(self.raw(c))
+            self._ck[c] = ck
+            if keys is not None:
+                self._keys[c] = keys
+        return self._ck[c]
+
+    def keys(self, c: int) -> list[object]:
+        """Canonical keys of column ``c`` as Python objects (for the row-by-row passes)."""
+        if c not in self._keys:
+            self._keys[c] = python_keys(self.ck(c))
+        return self._keys[c]
+
+    def codes(self, c: int) -> U64:
+        return self.ck(c).codes
+
+    def signature(self, c: int) -> tuple[int, int]:
+        if c not in self._sig:
+            self._sig[c] = signature(self.codes(c))
+        return self._sig[c]

@@ -84,7 +84,8 @@ CASES = [
     ("<think>maybe SELECT 9? no</think>\n```sql\nSELECT 10\n```", "SELECT 10"),
     ("<think>SELECT 9</think>SELECT 10", "SELECT 10"),
     ("```sql\nSELECT a FROM t WHERE", "SELECT a FROM t WHERE"),  # cut off: the unclosed fence
-    ("I cannot answer that.", "I cannot answer that."),
+    ("I cannot answer that.", ""),
+    ("Use the VALUES list.", ""),
     ("", ""),
     ("SELECT 'it''s; fine' AS x; SELECT 2", "SELECT 2"),
     ("Try: SELECT 1;\nor rather: SELECT 2;", "SELECT 2"),

@@ -174,6 +174,15 @@ def test_self_correct_asks_again_when_there_is_no_sql(tiny_state: Any, tmp_path:
     assert len(stub.requests[0]["messages"]) == 2 + 2 * len(FEW_SHOT)
 
 
+def test_a_failed_question_still_reports_what_it_billed(tiny_state: Any, tmp_path: Path) -> None:
+    script = [completion("No idea.", prompt_tokens=70, completion_tokens=2)] * 3
+    with ChatStub(script) as stub, pytest.raises(AdapterError, match="contains no SQL") as info:
+        _raw(tiny_state, stub.url, tmp_path, "self-correct").generate(Q)
+    assert len(stub.requests) == 3
+    usage = info.value.usage  # type: ignore[attr-defined]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["calls"]) == (210, 6, 3)
+
+
 def test_zero_shot_does_not_execute_or_correct(tiny_state: Any, tmp_path: Path) -> None:
     script = [completion(_sql("SELECT * FROM core.nothing")), completion(_sql("SELECT 1"))]
     with ChatStub(script) as stub:
@@ -461,6 +470,9 @@ def test_rate_limits_retry_and_broken_replies_become_adapter_errors(
         assert calls == {"v001": 2, "v002": 1, "v003": 1, "v004": 1}
         out = _by_id(_doc(pytester.path / "e.json"))
         assert out["v001"]["correct"] and out["v001"]["usage"]["prompt_tokens"] == 40
+        assert out["v004"]["usage"]["prompt_tokens"] == 12  # billed, though the reply was empty
+        assert out["v002"]["usage"] is None  # nothing billed
+        assert _doc(pytester.path / "e.json")["metrics"]["tokens_prompt"] == 40 + 12
         for qid, text in (
             ("v002", "malformed response from the endpoint: not JSON: '<html>gateway hiccup"),
             ("v003", "malformed response from the endpoint: no choices"),

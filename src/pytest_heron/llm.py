@@ -19,6 +19,8 @@ Public API (stable; adapters in other modules build on it):
   ``llm_ms``); ``meter.latencies_s`` lists each call's latency.
 - :class:`ResponseCache` -- the SQLite cache; :func:`cache_key` -- its key.
 - :func:`extract_sql` -- the SQL in a model's free-text answer (from :mod:`pytest_heron.extract`).
+- :func:`attach_usage` -- put a meter's usage on an error before re-raising it, so the runner
+  records what a failed question billed.
 - :func:`deadline_after` -- a ``time.monotonic()`` deadline from a per-question time limit.
 - Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
   ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
@@ -53,6 +55,7 @@ The SDK's own retries are off.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -79,6 +82,7 @@ __all__ = [
     "ToolCall",
     "ToolsUnsupported",
     "api_key",
+    "attach_usage",
     "cache_key",
     "client_for",
     "deadline_after",
@@ -364,6 +368,14 @@ class Meter:
                 "cached_calls": self.cached_calls,
                 "llm_ms": round(sum(self.latencies_s) * 1000),
             }
+
+
+def attach_usage(exc: BaseException, meter: Meter) -> None:
+    """Record on ``exc`` (as ``exc.usage``) what the meter counted, when it counted any call;
+    the runner puts it in the failed question's ``usage`` so billed tokens are never lost."""
+    if meter.calls:
+        with contextlib.suppress(AttributeError):  # an exception type with __slots__
+            exc.usage = meter.usage()  # type: ignore[attr-defined]
 
 
 # -- the client -------------------------------------------------------------------------------

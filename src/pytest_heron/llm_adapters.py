@@ -37,6 +37,7 @@ from pytest_heron.llm import (
     ChatClient,
     Meter,
     ToolsUnsupported,
+    attach_usage,
     client_for,
     deadline_after,
     extract_sql,
@@ -176,9 +177,16 @@ class RawLLMAdapter:
         return out
 
     def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._generate(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)
+            raise
+
+    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the raw-llm adapter was not prepared")
-        meter = Meter()
         deadline = deadline_after(self.time_limit)
         messages = self.messages(q.question)
         trace: list[dict[str, Any]] = []
@@ -337,9 +345,16 @@ class AgentAdapter:
         self.time_limit, self.statement_timeout = _options(ctx)
 
     def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._generate(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)
+            raise
+
+    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the agent adapter was not prepared")
-        meter = Meter()
         deadline = deadline_after(self.time_limit)
         messages: list[dict[str, Any]] = [
             {"role": "system", "content": self.system},

@@ -25,7 +25,8 @@ Public API (stable; adapters in other modules build on it):
 - Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
   ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
   answered something unusable), :class:`CacheMiss` (offline and not cached),
-  :class:`ToolsUnsupported` (the endpoint rejected a request with tools).
+  :class:`ToolsUnsupported` (the endpoint rejected a request with tools: HTTP 404 or 422, or
+  a 400 whose message mentions tools or functions).
 
 A typical adapter::
 
@@ -60,6 +61,7 @@ import email.utils
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -618,7 +620,7 @@ class ChatClient:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 last = f"HTTP {status}: {_error_message(exc)}"
-                if tools and status in TOOL_REJECT_STATUSES:
+                if tools and _refuses_tools(status, _error_message(exc)):
                     raise ToolsUnsupported(
                         f"the endpoint rejected a request with tools ({last}); the model or "
                         "server does not support tool calls"
@@ -646,6 +648,15 @@ class ChatClient:
                 raise LLMError(f"out of time retrying the LLM call ({last})")
             time.sleep(wait)
         raise LLMError(f"the LLM call failed after {self.config.max_attempts} attempts: {last}")
+
+
+def _refuses_tools(status: int, message: str) -> bool:
+    """Whether an HTTP error on a request with tools means "no tool support": a 404 or 422, or
+    a 400 whose message is about tools or functions (a 400 for, say, an over-long prompt is
+    not)."""
+    if status not in TOOL_REJECT_STATUSES:
+        return False
+    return status != 400 or bool(re.search(r"tool|function", message, re.IGNORECASE))
 
 
 def _error_message(exc: Any) -> str:

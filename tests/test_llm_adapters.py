@@ -117,8 +117,7 @@ def test_zero_shot_prompt_has_the_whole_schema(tiny_state: Any, tmp_path: Path) 
         "cached_calls": 0,
         "llm_ms": pred.usage["llm_ms"],  # type: ignore[index]
     }
-    assert pred.tables_in_context == sorted(load_bundle().tables)
-    assert len(pred.tables_in_context) == 211
+    assert pred.tables_in_context is None  # the whole schema: Set-Recall is n/a
     (body,) = stub.requests
     system, user = body["messages"]
     assert system["role"] == "system" and "COMMENT ON TABLE core.tenants" in system["content"]
@@ -408,7 +407,7 @@ def test_raw_llm_run_scores_bills_exactly_and_replays_from_the_cache(
     for key in ("tokens_prompt", "tokens_completion", "ex_multistate"):
         assert two["metrics"][key] == one["metrics"][key]
     q1, q2 = _by_id(one), _by_id(two)
-    assert q1["v003"]["tables_in_context"] == sorted(load_bundle().tables)
+    assert q1["v003"]["tables_in_context"] is None
     assert (q1["v003"]["usage"]["calls"], q1["v003"]["usage"]["cached_calls"]) == (1, 0)
     assert (q2["v003"]["usage"]["calls"], q2["v003"]["usage"]["cached_calls"]) == (1, 1)
     assert q1["v002"]["error_kind"] is None and not q1["v002"]["correct"]
@@ -577,3 +576,37 @@ def test_a_killed_run_resumes_without_repeating_calls(
     assert doc["metrics"]["ex_multistate"] == 100.0 and len(doc["questions"]) == 4
     counted = billing.billed[:2] + billing.billed[3:]  # the killed call's reply never arrived
     assert doc["metrics"]["tokens_prompt"] == sum(p for p, _ in counted)
+
+
+def test_samples_through_the_plugin_are_cached_per_sample(
+    pytester: pytest.Pytester, heron_env: Path
+) -> None:
+    asked: dict[str, int] = {}
+
+    def alternate(body: dict[str, Any]) -> dict[str, Any]:
+        qid, gold = GOLD[_question_of(body)]
+        asked[qid] = asked.get(qid, 0) + 1
+        sql = gold if asked[qid] == 2 else "SELECT 'wrong' AS answer"  # only the 2nd call is right
+        return completion(_sql(sql), prompt_tokens=100, completion_tokens=10)
+
+    with ChatStub(alternate) as stub:
+        args = [
+            "--heron-adapter=raw-llm",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            "--heron-temperature=0.7",
+            "--heron-samples=2",
+            f"--heron-questions={heron_env}",
+            "--heron-cache=llmcache",
+            *FAST,
+        ]
+        pytester.runpytest_subprocess(*args, "--heron-output=one.json")
+        assert len(stub.requests) == 8  # 4 questions x 2 samples, each its own call
+        pytester.runpytest_subprocess(*args, "--heron-output=two.json")
+        assert len(stub.requests) == 8  # both samples of every question replayed from the cache
+    for name in ("one.json", "two.json"):
+        doc = _doc(pytester.path / name)
+        q = _by_id(doc)
+        assert [s["correct"] for s in q["v001"]["samples"]] == [False, True]
+        assert doc["metrics"]["ex_at_k"] == {"1": 50.0, "2": 100.0}
+        assert doc["metrics"]["tokens_prompt"] == 800 and doc["conditions"]["samples"] == 2

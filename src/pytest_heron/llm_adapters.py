@@ -8,8 +8,9 @@ usage) and report ``usage`` (billed tokens, calls, cached calls) for the questio
 chooses ``zero-shot``, ``few-shot`` (worked examples on this schema, none of them a benchmark
 question), ``self-correct`` (the answer is run in the sandbox on the first state's read-only
 connection; on an error the model is shown the database's message and asked again, at most
-:data:`MAX_CORRECTIONS` times) or ``few-shot+self-correct``. Its ``tables_in_context`` is every
-table: it sees the whole schema.
+:data:`MAX_CORRECTIONS` times) or ``few-shot+self-correct``. It reports no
+``tables_in_context``: it sends the whole schema, and DESIGN makes Set-Recall n/a for such
+adapters (a 100% recall would flatter them).
 
 ``agent`` sees the schemas' descriptions and the table names with their one-line comments, and
 two tools: ``run_sql_query(sql)`` (runs in the sandbox; returns the row count, column names and
@@ -215,7 +216,7 @@ class RawLLMAdapter:
             raise AdapterError(f"the model's answer contains no SQL (after {meter.calls} calls)")
         return Prediction(
             sql=sql,
-            tables_in_context=list(self.tables),
+            tables_in_context=None,  # the whole schema: Set-Recall does not apply
             usage=meter.usage(),
             trace={"strategy": self.strategy, "corrections": trace},
         )

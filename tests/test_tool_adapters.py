@@ -1,0 +1,169 @@
+"""The tool adapters (vanna, langchain, promptquery, din-sql, mac-sql) end to end against the
+scripted chat endpoint on 127.0.0.1 and the real tiny state: each records the stub's SQL, the
+tokens the stub billed and the tables it put in context."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chat_stub import ChatStub, completion
+from pytest_heron import sandbox
+from pytest_heron.adapters import make_adapter
+from pytest_heron.errors import AdapterError
+from pytest_heron.generate.spec import load_bundle
+from pytest_heron.tools import common
+from pytest_heron.types import BenchmarkContext, Prediction, Question
+
+pytest_plugins = ["pytester"]
+
+Q = Question(
+    id="t001",
+    question="List the ISO codes of the currencies that have no minor units, in order.",
+    gold_sql="SELECT code FROM core.currencies WHERE minor_units = 0 ORDER BY code",
+    gold_tables=("core.currencies",),
+    shape="single",
+    retrieval="named",
+)
+ANSWER = "SELECT code FROM core.currencies WHERE minor_units = 0 ORDER BY code"
+
+
+def _ctx(state: Any, url: str, **options: Any) -> BenchmarkContext:
+    bundle = load_bundle()
+    return BenchmarkContext(
+        dsn=state.reader_dsn,
+        dialect="postgres",
+        scale="tiny",
+        seed=42,
+        schema_ddl=bundle.ddl,
+        tables=tuple(sorted(bundle.tables)),
+        options={
+            "endpoint": url,
+            "model": "stub-model",
+            "temperature": 0.0,
+            "timeout": 60.0,
+            "statement_timeout": 30.0,
+            "samples": 1,
+            "llm_cache": None,
+            "offline": False,
+            "data_version": bundle.data_version,
+            **options,
+        },
+    )
+
+
+def _system(body: dict[str, Any]) -> str:
+    return "\n".join(
+        str(m.get("content") or "") for m in body["messages"] if m.get("role") == "system"
+    )
+
+
+def _user(body: dict[str, Any]) -> str:
+    return "\n".join(
+        str(m.get("content") or "") for m in body["messages"] if m.get("role") == "user"
+    )
+
+
+def _scores_like_gold(state: Any, pred: Prediction) -> None:
+    got = sandbox.execute(state.reader_dsn, pred.sql, timeout_s=30)
+    gold = sandbox.execute(state.reader_dsn, Q.gold_sql, timeout_s=30)
+    assert got.ok and gold.ok
+    assert got.rows == gold.rows and got.rows
+
+
+# -- pure helpers -------------------------------------------------------------------------------
+
+
+def test_table_chunks_cover_every_table_with_its_comments() -> None:
+    bundle = load_bundle()
+    chunks = common.table_chunks(bundle.ddl)
+    assert sorted(chunks) == sorted(bundle.tables)
+    cur = chunks["core.currencies"]
+    assert cur.startswith("CREATE TABLE core.currencies (")
+    assert "COMMENT ON TABLE core.currencies IS" in cur
+    assert "COMMENT ON COLUMN core.currencies.minor_units IS" in cur
+    assert "core.countries" not in cur
+    assert all(text.count("CREATE TABLE") == 1 for text in chunks.values())
+    comments = common.table_comments(bundle.ddl)
+    assert sorted(comments) == sorted(bundle.tables)
+    assert comments["core.currencies"].startswith("ISO 4217 currencies")
+
+
+def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
+    chunks = common.table_chunks(load_bundle().ddl)
+    names = list(chunks)
+    ix = common.LexicalIndex(chunks.values())
+    top = [names[i] for i in ix.top("fx rates exchange rate of the day between currencies", 10)]
+    assert "core.fx_rates" in top[:3]
+    assert top == [names[i] for i in common.LexicalIndex(chunks.values()).top(
+        "fx rates exchange rate of the day between currencies", 10
+    )]
+    assert ix.top("zzzz qqqq", 5) == []
+
+
+def test_proxy_forwards_and_meters_exactly() -> None:
+    import openai
+
+    script = [completion("a", prompt_tokens=5, completion_tokens=1)] * 2
+    with ChatStub(script) as stub:
+        proxy = common.LLMProxy(stub.url, timeout_s=10)
+        try:
+            client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
+            rec = proxy.record()
+            for _ in range(2):
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+        finally:
+            proxy.close()
+    assert rec.usage() == {"prompt_tokens": 10, "completion_tokens": 2, "calls": 2}
+    assert [m for m, _ in rec.chats()] == [[{"role": "user", "content": "x"}]] * 2
+    assert len(stub.requests) == 2
+
+
+# -- vanna --------------------------------------------------------------------------------------
+
+
+def test_vanna_trains_on_the_schema_and_records_the_stub_sql(tiny_state: Any) -> None:
+    reply = completion(f"```sql\n{ANSWER};\n```", prompt_tokens=1200, completion_tokens=30)
+    with ChatStub([reply]) as stub:
+        adapter = make_adapter("vanna")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        pred = adapter.generate(Q)
+    assert pred.sql.rstrip(";") == ANSWER
+    assert pred.usage == {"prompt_tokens": 1200, "completion_tokens": 30, "calls": 1}
+    body = stub.requests[0]
+    assert body["model"] == "stub-model" and body["temperature"] == 0.0
+    system = _system(body)
+    assert system.startswith("You are a PostgreSQL expert")
+    # the tables in context are exactly those whose DDL (with comments) Vanna put in the prompt
+    assert pred.tables_in_context and len(pred.tables_in_context) <= 10
+    for table in pred.tables_in_context:
+        assert f"CREATE TABLE {table} (" in system
+        assert f"COMMENT ON TABLE {table} IS" in system
+    assert "core.currencies" in pred.tables_in_context
+    assert "===Additional Context" in system and "Schema core:" in system
+    assert _user(body).endswith(Q.question)
+    _scores_like_gold(tiny_state, pred)
+
+
+def test_vanna_intermediate_sql_runs_in_the_sandbox(tiny_state: Any) -> None:
+    script = [
+        completion("-- intermediate_sql\nSELECT DISTINCT region FROM core.countries;"),
+        completion(f"{ANSWER};", prompt_tokens=7, completion_tokens=3),
+    ]
+    with ChatStub(script) as stub:
+        adapter = make_adapter("vanna")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        pred = adapter.generate(Q)
+    assert pred.sql.rstrip(";") == ANSWER
+    assert len(stub.requests) == 2
+    second = _system(stub.requests[1])
+    assert "results of the intermediate SQL query" in second
+    assert "EMEA" in second  # real rows from the read-only state
+    assert pred.usage is not None and pred.usage["calls"] == 2

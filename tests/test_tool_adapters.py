@@ -167,3 +167,96 @@ def test_vanna_intermediate_sql_runs_in_the_sandbox(tiny_state: Any) -> None:
     assert "results of the intermediate SQL query" in second
     assert "EMEA" in second  # real rows from the read-only state
     assert pred.usage is not None and pred.usage["calls"] == 2
+
+
+# -- langchain ----------------------------------------------------------------------------------
+
+
+def _langchain_responder(body: dict[str, Any]) -> dict[str, Any]:
+    if "You choose the database tables" in _system(body):
+        return completion(
+            "core.currencies\ncore.countries\nnot.a_table", prompt_tokens=3000, completion_tokens=9
+        )
+    return completion(f"SQLQuery: {ANSWER}", prompt_tokens=900, completion_tokens=20)
+
+
+def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any) -> None:
+    with ChatStub(_langchain_responder) as stub:
+        adapter = make_adapter("langchain")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        pred = adapter.generate(Q)
+    assert pred.sql == ANSWER
+    assert pred.tables_in_context == ["core.countries", "core.currencies"]
+    assert pred.usage == {"prompt_tokens": 3900, "completion_tokens": 29, "calls": 2}
+    select, query = stub.requests
+    listing = _system(select)
+    assert "core.currencies: ISO 4217 currencies" in listing
+    assert listing.count("\n") > 200  # every table is offered to the selection step
+    prompt = "\n".join(str(m["content"]) for m in query["messages"])
+    assert "You are a PostgreSQL expert" in prompt
+    assert "CREATE TABLE core.currencies" in prompt and "CREATE TABLE core.countries" in prompt
+    assert "CREATE TABLE core.fx_rates" not in prompt
+    assert "3 rows from currencies table" in prompt  # LangChain's sample rows, from the state
+    assert "Column Comments" in prompt
+    assert query["stop"] == ["\nSQLResult:"]
+    _scores_like_gold(tiny_state, pred)
+
+
+def test_langchain_selection_naming_no_table_is_an_adapter_error(tiny_state: Any) -> None:
+    with ChatStub([completion("I do not know.")]) as stub:
+        adapter = make_adapter("langchain")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        with pytest.raises(AdapterError, match="named no known table"):
+            adapter.generate(Q)
+
+
+# -- promptquery --------------------------------------------------------------------------------
+
+
+def _promptquery_responder(generated: list[str]) -> Any:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        system, user = _system(body), _user(body)
+        if system.startswith("You select database tables"):
+            return completion('["currencies", "countries"]', prompt_tokens=500, completion_tokens=8)
+        if user.startswith("The query below failed"):
+            return completion(f"```sql\n{ANSWER}\n```", prompt_tokens=300, completion_tokens=12)
+        return completion(f"```sql\n{generated[0]}\n```", prompt_tokens=700, completion_tokens=15)
+
+    return respond
+
+
+def test_promptquery_cli_one_shot_records_sql_tables_and_usage(tiny_state: Any) -> None:
+    with ChatStub(_promptquery_responder([ANSWER])) as stub:
+        adapter = make_adapter("promptquery")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        pred = adapter.generate(Q)
+    assert pred.sql == ANSWER
+    kinds = [_system(b).split("\n")[0] for b in stub.requests]
+    assert len(kinds) == 2 and kinds[0].startswith("You select database tables")
+    assert pred.usage == {"prompt_tokens": 1200, "completion_tokens": 23, "calls": 2}
+    assert all(b["model"] == "stub-model" for b in stub.requests)
+    assert pred.tables_in_context is not None
+    assert {"core.currencies", "core.countries"} <= set(pred.tables_in_context)
+    assert len(pred.tables_in_context) <= 25  # PromptQuery's cap after FK expansion
+    assert pred.trace["exit_status"] == 0
+    _scores_like_gold(tiny_state, pred)
+
+
+def test_promptquery_repair_round_gives_the_repaired_sql(tiny_state: Any) -> None:
+    broken = "SELECT no_such_column FROM core.currencies"
+    with ChatStub(_promptquery_responder([broken])) as stub:
+        adapter = make_adapter("promptquery")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        pred = adapter.generate(Q)
+    assert pred.sql == ANSWER
+    assert len(stub.requests) == 3
+    assert "no_such_column" in _user(stub.requests[2])  # the database's error went back
+    assert pred.usage is not None and pred.usage["calls"] == 3
+
+
+def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(tiny_state: Any) -> None:
+    with ChatStub([]) as stub:  # every request answers HTTP 500
+        adapter = make_adapter("promptquery")
+        adapter.prepare(_ctx(tiny_state, stub.url))
+        with pytest.raises(AdapterError, match="promptquery exited with status 1"):
+            adapter.generate(Q)

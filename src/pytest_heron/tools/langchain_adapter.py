@@ -5,7 +5,8 @@ The chain is ``create_sql_query_chain`` (``langchain_classic.chains``; it left t
 package in 1.0) over a ``langchain_community`` ``SQLDatabase`` on the read-only DSN, with
 ``ChatOpenAI`` pointed at this adapter's recording proxy in front of ``--heron-endpoint``. The
 chain's PostgreSQL prompt gets, per table, the ``CREATE TABLE`` SQLAlchemy reflects, the column
-comments (``get_col_comments=True``) and three sample rows, LangChain's default.
+comments (``get_col_comments=True``) and three sample rows, LangChain's default; its row limit
+``k`` is raised from 5 to :data:`ROW_LIMIT`.
 
 Two things LangChain leaves to the user, done the way its SQL guide describes for databases too
 large for one prompt:
@@ -37,6 +38,8 @@ from pytest_heron.tools.common import (
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 MAX_TABLES = 10
+ROW_LIMIT = 1000  # the chain's ``k``: its prompt asks for at most k rows unless the question says
+# otherwise; LangChain's default of 5 would truncate most benchmark answers (DECISIONS.md)
 SELECT_SYSTEM = (
     "You choose the database tables needed to answer a question with SQL. The PostgreSQL "
     "database has these tables (schema-qualified name: description):\n\n{table_list}\n\n"
@@ -141,7 +144,7 @@ class LangChainAdapter:
         self.known = [t for t in db.get_usable_table_names() if t in set(ctx.tables)]
         comments = table_comments(ctx.schema_ddl)
         self.table_list = "\n".join(f"{t}: {comments.get(t, '')}".rstrip() for t in self.known)
-        self.chain = chains.create_sql_query_chain(llm, db, get_col_comments=True)
+        self.chain = chains.create_sql_query_chain(llm, db, k=ROW_LIMIT, get_col_comments=True)
         prompt = prompts.ChatPromptTemplate.from_messages(
             [("system", SELECT_SYSTEM), ("human", "{question}")]
         )

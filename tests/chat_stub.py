@@ -2,8 +2,8 @@
 
 It speaks real HTTP on a real socket, so the client under test (the ``openai`` SDK or any other)
 is exercised unpatched. Each POST to ``/v1/chat/completions`` is recorded in :attr:`requests`
-(the parsed JSON body) and answered by the *responder*: a function of the request body, or a
-script (a list of replies consumed in order). A reply is
+(the parsed JSON body; its headers in :attr:`headers`) and answered by the *responder*: a
+function of the request body, or a script (a list of replies consumed in order). A reply is
 
 - a ``dict``: sent as the JSON body with status 200 (build one with :func:`completion`);
 - a :class:`Raw`: any status, headers and body (for 429s, 500s, malformed JSON, empty bodies).
@@ -107,6 +107,7 @@ class ChatStub:
 
             self._responder = scripted
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, names lower-cased
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -179,6 +180,7 @@ class ChatStub:
                     return
                 with stub._lock:
                     stub.requests.append(body)
+                    stub.headers.append({k.lower(): v for k, v in self.headers.items()})
                 try:
                     reply = stub._responder(body)
                 except Exception as exc:  # a bug in a test's responder: say so to the client

@@ -7,7 +7,12 @@ import importlib
 
 import pytest
 
-MODULES = ["pytest_heron.metrics", "pytest_heron.generate.streams"]
+MODULES = [
+    "pytest_heron.metrics",
+    "pytest_heron.generate.streams",
+    "pytest_heron.llm",
+    "pytest_heron.extract",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

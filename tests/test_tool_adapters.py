@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chat_stub import ChatStub, completion
+from chat_stub import ChatStub, Raw, completion
 from pytest_heron import sandbox
 from pytest_heron.adapters import make_adapter
 from pytest_heron.errors import AdapterError
@@ -35,7 +35,7 @@ Q = Question(
 ANSWER = "SELECT code FROM core.currencies WHERE minor_units = 0 ORDER BY code"
 
 
-def _ctx(state: Any, url: str, **options: Any) -> BenchmarkContext:
+def _ctx(state: Any, url: str, cache: Path, **options: Any) -> BenchmarkContext:
     bundle = load_bundle()
     return BenchmarkContext(
         dsn=state.reader_dsn,
@@ -51,12 +51,17 @@ def _ctx(state: Any, url: str, **options: Any) -> BenchmarkContext:
             "timeout": 60.0,
             "statement_timeout": 30.0,
             "samples": 1,
-            "llm_cache": None,
+            "llm_cache": str(cache),
             "offline": False,
             "data_version": bundle.data_version,
             **options,
         },
     )
+
+
+def _billed(pred: Prediction) -> tuple[int, int, int]:
+    assert pred.usage is not None
+    return pred.usage["prompt_tokens"], pred.usage["completion_tokens"], pred.usage["calls"]
 
 
 def _system(body: dict[str, Any]) -> str:
@@ -108,35 +113,51 @@ def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
     assert ix.top("zzzz qqqq", 5) == []
 
 
-def test_proxy_forwards_and_meters_exactly() -> None:
+def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> None:
     import openai
+
+    from pytest_heron.llm import ChatClient, LLMConfig, ResponseCache
 
     script = [completion("a", prompt_tokens=5, completion_tokens=1)] * 2
     with ChatStub(script) as stub:
-        proxy = common.LLMProxy(stub.url, timeout_s=10)
+        config = LLMConfig(endpoint=stub.url, model="m", max_attempts=1)
+        llm = ChatClient(config, adapter="t", cache=ResponseCache(tmp_path / "c.sqlite3"))
+        proxy = common.LLMProxy(llm)
         try:
             client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
-            rec = proxy.record()
-            for _ in range(2):
-                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            rec = proxy.record("q1")
+            for _ in range(2):  # the second identical call is replayed from the cache
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}], seed=0
+                )
+            other = proxy.record("q2")
+            client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
+            with pytest.raises(openai.BadRequestError, match="script exhausted"):
+                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
+            with pytest.raises(openai.BadRequestError, match="streaming"):
+                client.chat.completions.create(model="m", messages=[], stream=True)
         finally:
             proxy.close()
-    assert rec.usage() == {"prompt_tokens": 10, "completion_tokens": 2, "calls": 2}
+    assert rec.usage()["prompt_tokens"] == 10 and rec.usage()["calls"] == 2
+    assert rec.usage()["cached_calls"] == 1
     assert [m for m, _ in rec.chats()] == [[{"role": "user", "content": "x"}]] * 2
-    assert len(stub.requests) == 2
+    assert len(stub.requests) == 3  # q2 is a different question: not a cache hit
+    assert stub.requests[0]["seed"] == 0  # other request fields pass through
+    with pytest.raises(AdapterError, match="script exhausted"):
+        other.check("tool")
 
 
 # -- vanna --------------------------------------------------------------------------------------
 
 
-def test_vanna_trains_on_the_schema_and_records_the_stub_sql(tiny_state: Any) -> None:
+def test_vanna_trains_on_the_schema_and_records_the_stub_sql(tiny_state: Any, tmp_path: Path) -> None:
     reply = completion(f"```sql\n{ANSWER};\n```", prompt_tokens=1200, completion_tokens=30)
     with ChatStub([reply]) as stub:
         adapter = make_adapter("vanna")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         pred = adapter.generate(Q)
     assert pred.sql.rstrip(";") == ANSWER
-    assert pred.usage == {"prompt_tokens": 1200, "completion_tokens": 30, "calls": 1}
+    assert _billed(pred) == (1200, 30, 1)
     body = stub.requests[0]
     assert body["model"] == "stub-model" and body["temperature"] == 0.0
     system = _system(body)
@@ -152,14 +173,14 @@ def test_vanna_trains_on_the_schema_and_records_the_stub_sql(tiny_state: Any) ->
     _scores_like_gold(tiny_state, pred)
 
 
-def test_vanna_intermediate_sql_runs_in_the_sandbox(tiny_state: Any) -> None:
+def test_vanna_intermediate_sql_runs_in_the_sandbox(tiny_state: Any, tmp_path: Path) -> None:
     script = [
         completion("-- intermediate_sql\nSELECT DISTINCT region FROM core.countries;"),
         completion(f"{ANSWER};", prompt_tokens=7, completion_tokens=3),
     ]
     with ChatStub(script) as stub:
         adapter = make_adapter("vanna")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         pred = adapter.generate(Q)
     assert pred.sql.rstrip(";") == ANSWER
     assert len(stub.requests) == 2
@@ -180,14 +201,14 @@ def _langchain_responder(body: dict[str, Any]) -> dict[str, Any]:
     return completion(f"SQLQuery: {ANSWER}", prompt_tokens=900, completion_tokens=20)
 
 
-def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any) -> None:
+def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any, tmp_path: Path) -> None:
     with ChatStub(_langchain_responder) as stub:
         adapter = make_adapter("langchain")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         pred = adapter.generate(Q)
     assert pred.sql == ANSWER
     assert pred.tables_in_context == ["core.countries", "core.currencies"]
-    assert pred.usage == {"prompt_tokens": 3900, "completion_tokens": 29, "calls": 2}
+    assert _billed(pred) == (3900, 29, 2)
     select, query = stub.requests
     listing = _system(select)
     assert "core.currencies: ISO 4217 currencies" in listing
@@ -202,10 +223,10 @@ def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any
     _scores_like_gold(tiny_state, pred)
 
 
-def test_langchain_selection_naming_no_table_is_an_adapter_error(tiny_state: Any) -> None:
+def test_langchain_selection_naming_no_table_is_an_adapter_error(tiny_state: Any, tmp_path: Path) -> None:
     with ChatStub([completion("I do not know.")]) as stub:
         adapter = make_adapter("langchain")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         with pytest.raises(AdapterError, match="named no known table"):
             adapter.generate(Q)
 
@@ -225,15 +246,15 @@ def _promptquery_responder(generated: list[str]) -> Any:
     return respond
 
 
-def test_promptquery_cli_one_shot_records_sql_tables_and_usage(tiny_state: Any) -> None:
+def test_promptquery_cli_one_shot_records_sql_tables_and_usage(tiny_state: Any, tmp_path: Path) -> None:
     with ChatStub(_promptquery_responder([ANSWER])) as stub:
         adapter = make_adapter("promptquery")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         pred = adapter.generate(Q)
     assert pred.sql == ANSWER
     kinds = [_system(b).split("\n")[0] for b in stub.requests]
     assert len(kinds) == 2 and kinds[0].startswith("You select database tables")
-    assert pred.usage == {"prompt_tokens": 1200, "completion_tokens": 23, "calls": 2}
+    assert _billed(pred) == (1200, 23, 2)
     assert all(b["model"] == "stub-model" for b in stub.requests)
     assert pred.tables_in_context is not None
     assert {"core.currencies", "core.countries"} <= set(pred.tables_in_context)
@@ -242,11 +263,11 @@ def test_promptquery_cli_one_shot_records_sql_tables_and_usage(tiny_state: Any) 
     _scores_like_gold(tiny_state, pred)
 
 
-def test_promptquery_repair_round_gives_the_repaired_sql(tiny_state: Any) -> None:
+def test_promptquery_repair_round_gives_the_repaired_sql(tiny_state: Any, tmp_path: Path) -> None:
     broken = "SELECT no_such_column FROM core.currencies"
     with ChatStub(_promptquery_responder([broken])) as stub:
         adapter = make_adapter("promptquery")
-        adapter.prepare(_ctx(tiny_state, stub.url))
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
         pred = adapter.generate(Q)
     assert pred.sql == ANSWER
     assert len(stub.requests) == 3
@@ -254,9 +275,11 @@ def test_promptquery_repair_round_gives_the_repaired_sql(tiny_state: Any) -> Non
     assert pred.usage is not None and pred.usage["calls"] == 3
 
 
-def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(tiny_state: Any) -> None:
-    with ChatStub([]) as stub:  # every request answers HTTP 500
+def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(tiny_state: Any, tmp_path: Path) -> None:
+    refused = Raw(400, b'{"error": {"message": "model not loaded"}}')
+    with ChatStub(lambda body: refused) as stub:
         adapter = make_adapter("promptquery")
-        adapter.prepare(_ctx(tiny_state, stub.url))
-        with pytest.raises(AdapterError, match="promptquery exited with status 1"):
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
+        with pytest.raises(AdapterError, match="status 1: the LLM call failed: .*model not loaded"):
             adapter.generate(Q)
+    assert len(stub.requests) == 2  # the selector (PromptQuery falls back to TF-IDF), the SQL

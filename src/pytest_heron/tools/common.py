@@ -6,10 +6,12 @@ recording proxy for tools that call the LLM themselves.
   (``BenchmarkContext.schema_ddl``, statements with ``COMMENT ON`` lines) cut into one text per
   table, the way a retrieval-augmented tool is meant to be trained on it.
 - :func:`tables_mentioned`: which known tables a text names (schema-qualified), in order.
-- :class:`LLMProxy`: an OpenAI-compatible forwarding proxy on 127.0.0.1. A tool that owns its
-  HTTP client (``vanna``, ``langchain``, the ``promptquery`` subprocess) is pointed at it; the
-  proxy forwards every request unchanged to the real endpoint and records request and response,
-  so the adapter can report the tokens the endpoint billed and what the tool put in its prompts.
+- :class:`LLMProxy`: an OpenAI-compatible endpoint on 127.0.0.1 in front of the project's LLM
+  layer (:mod:`pytest_heron.llm`). A tool that owns its HTTP client (``vanna``, ``langchain``,
+  the ``promptquery`` subprocess) is pointed at it; each request goes through the same
+  :class:`~pytest_heron.llm.ChatClient` as the other LLM adapters (retries, the response cache,
+  offline replay, the billed-token meter), and the proxy records request and reply so the
+  adapter can report what the tool put in its prompts.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import importlib
 import json
 import re
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,16 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-
-PLACEHOLDER_KEY = "heron-no-key"
-
-
-def api_key() -> str:
-    """``HERON_API_KEY``, else ``OPENAI_API_KEY``, else a placeholder (local servers need none)."""
-    import os
-
-    return os.environ.get("HERON_API_KEY") or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
-
+from pytest_heron.llm import ChatClient, ChatReply, Meter
 
 def require(module: str, *, adapter: str, extra: str) -> ModuleType:
     """Import ``module`` or raise AdapterError naming the extra that provides it."""
@@ -45,18 +39,6 @@ def require(module: str, *, adapter: str, extra: str) -> ModuleType:
             f"the {adapter} adapter needs the optional dependency {module!r} ({exc}); "
             f"install it with: pip install 'pytest-heron[{extra}]'"
         ) from None
-
-
-def need_endpoint(options: Any, adapter: str) -> tuple[str, str]:
-    """The ``(endpoint, model)`` options, or AdapterError saying which flag is missing."""
-    endpoint, model = options.get("endpoint"), options.get("model")
-    if not endpoint:
-        raise AdapterError(
-            f"the {adapter} adapter needs --heron-endpoint (an OpenAI-compatible base URL)"
-        )
-    if not model:
-        raise AdapterError(f"the {adapter} adapter needs --heron-model (the model name)")
-    return str(endpoint), str(model)
 
 
 # -- the schema, table by table ---------------------------------------------------------------
@@ -163,59 +145,84 @@ def tables_mentioned(text: str, known: Iterable[str]) -> list[str]:
 
 @dataclass
 class Exchange:
-    """One request the tool sent and what the endpoint answered."""
+    """One chat request the tool sent and the completion body it got back (None on error)."""
 
-    path: str
-    request: Any
-    status: int
-    response: Any  # the parsed JSON body, or None when it was not JSON
-    raw: bytes = field(default=b"", repr=False)
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    error: str | None = None
 
 
 @dataclass
 class Recording:
-    """The exchanges of one question."""
+    """The exchanges of one question and the meter of its billed usage."""
 
+    question_id: str
+    sample: int
+    deadline: float | None
+    meter: Meter = field(default_factory=Meter)
     exchanges: list[Exchange] = field(default_factory=list)
 
     def usage(self) -> dict[str, int]:
-        """Billed tokens summed from each response's ``usage`` (``calls`` counts requests)."""
-        prompt = completion = 0
-        for ex in self.exchanges:
-            usage = ex.response.get("usage") if isinstance(ex.response, dict) else None
-            if isinstance(usage, dict):
-                prompt += int(usage.get("prompt_tokens") or 0)
-                completion += int(usage.get("completion_tokens") or 0)
-        return {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "calls": len(self.exchanges),
-        }
+        """The ``Prediction.usage`` dict (see :class:`pytest_heron.llm.Meter`)."""
+        return self.meter.usage()
+
+    def errors(self) -> list[str]:
+        return [ex.error for ex in self.exchanges if ex.error]
+
+    def check(self, tool: str) -> None:
+        """Raise AdapterError with the first LLM-layer error the tool met (a cache miss offline,
+        an endpoint that failed after retries), else do nothing."""
+        errors = self.errors()
+        if errors:
+            raise AdapterError(f"{tool}: the LLM call failed: {errors[0]}")
 
     def chats(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
-        """``(messages, reply text)`` of each successful chat-completion exchange."""
+        """``(messages, reply text)`` of each answered exchange, in order."""
         for ex in self.exchanges:
-            if not ex.path.endswith("/chat/completions") or not isinstance(ex.request, dict):
+            if ex.response is None:
                 continue
-            if ex.status != 200 or not isinstance(ex.response, dict):
-                continue
-            choices = ex.response.get("choices") or [{}]
-            message = choices[0].get("message") or {}
+            message = ex.response["choices"][0]["message"]
             yield list(ex.request.get("messages") or []), str(message.get("content") or "")
 
 
-class LLMProxy:
-    """A forwarding proxy on 127.0.0.1 for one adapter instance; see the module docstring.
+def completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
+    """A ``chat.completion`` response body carrying ``reply`` and what it billed."""
+    return {
+        "id": "chatcmpl-heron",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": reply.message(),
+                "finish_reason": reply.finish_reason or "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
 
-    ``url`` ends in ``/v1`` like any OpenAI-compatible base URL; a request to ``url + X`` is
-    sent to ``upstream + X`` with the same body and ``Authorization`` header. Use
-    :meth:`record` around one question to get its :class:`Recording`.
+
+class LLMProxy:
+    """An OpenAI-compatible endpoint on 127.0.0.1 that answers through a
+    :class:`~pytest_heron.llm.ChatClient`; see the module docstring.
+
+    ``url`` ends in ``/v1`` like any OpenAI-compatible base URL. Each ``POST
+    /v1/chat/completions`` becomes ``client.chat(messages, tools=..., params=<every other
+    request field but model and stream>)`` keyed on the question and sample given to
+    :meth:`record`, so the tool's calls are retried, cached, replayable with ``--heron-offline``
+    and metered like every other LLM adapter's. A failed call answers HTTP 400 with the error
+    message (not retried by the tool: the client already retried) and is kept in the recording.
+    Streaming requests are refused.
     """
 
-    def __init__(self, upstream: str, *, timeout_s: float = 120.0) -> None:
-        self.upstream = upstream.rstrip("/")
-        self.timeout_s = timeout_s
-        self._current = Recording()
+    def __init__(self, client: ChatClient) -> None:
+        self.client = client
+        self._current = Recording("", 0, None)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -230,37 +237,41 @@ class LLMProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def record(self) -> Recording:
-        """Start a fresh recording (the previous one is kept by whoever holds it)."""
+    def record(self, question_id: str, sample: int = 0, timeout_s: float | None = None) -> Recording:
+        """Start the recording of one question (calls are cached under its id and sample)."""
+        deadline = time.monotonic() + timeout_s if timeout_s else None
         with self._lock:
-            self._current = Recording()
+            self._current = Recording(question_id, sample, deadline)
             return self._current
 
-    def _forward(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> Exchange:
-        import httpx
-
-        suffix = path[3:] if path.startswith("/v1") else path
+    def answer(self, body: Any) -> tuple[int, dict[str, Any]]:
+        """The status and JSON body to send back for one chat-completions request body."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return 400, {"error": {"message": "heron proxy: a JSON body with messages expected"}}
+        if body.get("stream"):
+            return 400, {"error": {"message": "heron proxy: streaming is not supported"}}
+        with self._lock:
+            rec = self._current
+        params = {k: v for k, v in body.items() if k not in ("model", "messages", "tools", "stream")}
         try:
-            reply = httpx.request(
-                method,
-                self.upstream + suffix,
-                content=body if method == "POST" else None,
-                headers=headers,
-                timeout=self.timeout_s,
+            reply = self.client.chat(
+                body["messages"],
+                question_id=rec.question_id,
+                sample=rec.sample,
+                tools=body.get("tools") or None,
+                meter=rec.meter,
+                deadline=rec.deadline,
+                params=params,
             )
-            status, raw = reply.status_code, reply.content
-        except httpx.HTTPError as exc:
-            status = 502
-            raw = json.dumps({"error": {"message": f"heron proxy: {exc!r}"}}).encode()
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = None
-        try:
-            request = json.loads(body) if body else None
-        except ValueError:
-            request = None
-        return Exchange(path=suffix, request=request, status=status, response=parsed, raw=raw)
+        except AdapterError as exc:
+            message = f"{type(exc).__name__}: {exc}"
+            with self._lock:
+                rec.exchanges.append(Exchange(body, None, message))
+            return 400, {"error": {"message": message, "type": "heron_proxy"}}
+        out = completion_body(reply, self.client.config.model)
+        with self._lock:
+            rec.exchanges.append(Exchange(body, out))
+        return 200, out
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -271,29 +282,32 @@ class LLMProxy:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-            def _relay(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                headers = {"Content-Type": "application/json"}
-                auth = self.headers.get("Authorization")
-                if auth:
-                    headers["Authorization"] = auth
-                ex = proxy._forward(method, self.path, body, headers)
-                if method == "POST":
-                    with proxy._lock:
-                        proxy._current.exchanges.append(ex)
-                raw = ex.raw
-                self.send_response(ex.status)
+            def _send(self, status: int, doc: dict[str, Any]) -> None:
+                raw = json.dumps(doc).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
                 self.wfile.write(raw)
 
             def do_GET(self) -> None:
-                self._relay("GET")
+                if self.path.rstrip("/").endswith("/models"):
+                    model = {"id": proxy.client.config.model, "object": "model"}
+                    self._send(200, {"object": "list", "data": [model]})
+                else:
+                    self._send(404, {"error": {"message": "heron proxy: not found"}})
 
             def do_POST(self) -> None:
-                self._relay("POST")
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if not self.path.rstrip("/").endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": "heron proxy: not found"}})
+                    return
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                self._send(*proxy.answer(body))
 
         return Handler
 

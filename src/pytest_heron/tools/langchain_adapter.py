@@ -3,7 +3,8 @@
 
 The chain is ``create_sql_query_chain`` (``langchain_classic.chains``; it left the ``langchain``
 package in 1.0) over a ``langchain_community`` ``SQLDatabase`` on the read-only DSN, with
-``ChatOpenAI`` pointed at this adapter's recording proxy in front of ``--heron-endpoint``. The
+``ChatOpenAI`` pointed at this adapter's :class:`~.common.LLMProxy` (the project's LLM layer:
+cache, offline replay, meter). The
 chain's PostgreSQL prompt gets, per table, the ``CREATE TABLE`` SQLAlchemy reflects, the column
 comments (``get_col_comments=True``) and three sample rows, LangChain's default; its row limit
 ``k`` is raised from 5 to :data:`ROW_LIMIT`.
@@ -27,10 +28,9 @@ import re
 from typing import Any
 
 from pytest_heron.errors import AdapterError
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for
 from pytest_heron.tools.common import (
     LLMProxy,
-    api_key,
-    need_endpoint,
     require,
     table_comments,
     tables_mentioned,
@@ -114,6 +114,7 @@ class LangChainAdapter:
         self.selector: Any = None
         self.known: list[str] = []
         self.table_list = ""
+        self.timeout = 120.0
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         chains = require("langchain_classic.chains", adapter="langchain", extra="langchain")
@@ -122,16 +123,16 @@ class LangChainAdapter:
         parsers = require("langchain_core.output_parsers", adapter="langchain", extra="langchain")
         sqlalchemy = require("sqlalchemy", adapter="langchain", extra="langchain")
         database_class = _database_class()
-        endpoint, model = need_endpoint(ctx.options, "langchain")
-        timeout = float(ctx.options.get("timeout") or 120)
-        self.proxy = LLMProxy(endpoint, timeout_s=timeout)
+        client = client_for(ctx, self.name, self.version)
+        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.proxy = LLMProxy(client)
         llm = lc_openai.ChatOpenAI(
-            model=model,
+            model=client.config.model,
             base_url=self.proxy.url,
-            api_key=api_key(),
-            temperature=float(ctx.options.get("temperature") or 0.0),
-            max_retries=2,
-            timeout=timeout,
+            api_key=PLACEHOLDER_KEY,
+            temperature=client.config.temperature,
+            max_retries=0,
+            timeout=self.timeout,
         )
         import psycopg
 
@@ -153,14 +154,20 @@ class LangChainAdapter:
     def generate(self, q: Question, sample: int = 0) -> Prediction:
         if self.chain is None or self.proxy is None:
             raise AdapterError("the langchain adapter was not prepared")
-        recording = self.proxy.record()
-        reply = self.selector.invoke(
-            {"question": q.question, "table_list": self.table_list, "max_tables": MAX_TABLES}
-        )
-        chosen = _in_order(reply, self.known)[:MAX_TABLES]
-        if not chosen:
-            raise AdapterError(f"the table-selection step named no known table: {reply[:300]!r}")
-        out = self.chain.invoke({"question": q.question, "table_names_to_use": chosen})
+        recording = self.proxy.record(q.id, sample, self.timeout)
+        try:
+            reply = self.selector.invoke(
+                {"question": q.question, "table_list": self.table_list, "max_tables": MAX_TABLES}
+            )
+            chosen = _in_order(reply, self.known)[:MAX_TABLES]
+            if not chosen:
+                raise AdapterError(
+                    f"the table-selection step named no known table: {reply[:300]!r}"
+                )
+            out = self.chain.invoke({"question": q.question, "table_names_to_use": chosen})
+        except Exception:
+            recording.check("langchain")
+            raise
         return Prediction(
             sql=clean_chain_output(str(out)),
             tables_in_context=sorted(chosen),

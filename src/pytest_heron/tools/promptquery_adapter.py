@@ -6,8 +6,8 @@ Each question runs ``python -m promptquery --query QUESTION --out json --model o
 benchmark) on the read-only DSN. PromptQuery ranks the tables with TF-IDF, lets the LLM pick up
 to 15, adds foreign-key neighbours, asks the LLM for SQL, runs it read-only and, on a database
 error, asks once for a repair. Its OpenAI client honours ``OPENAI_BASE_URL``; the adapter sets it
-to its recording proxy in front of ``--heron-endpoint`` (and ``OPENAI_API_KEY`` to the key), and
-removes ``ANTHROPIC_API_KEY`` from the child's environment so the provider is the one asked for.
+to its :class:`~.common.LLMProxy` (the project's LLM layer: cache, offline replay, meter), sets
+``OPENAI_API_KEY`` to a placeholder (the real key stays with the LLM layer), and removes ``ANTHROPIC_API_KEY`` from the child's environment so the provider is the one asked for.
 PromptQuery always asks for temperature 0; ``--heron-temperature`` does not reach it.
 
 One-shot JSON mode prints the *result rows* on stdout, not the SQL (the SQL goes to stderr as
@@ -32,7 +32,8 @@ import sys
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.tools.common import LLMProxy, Recording, api_key, need_endpoint, require
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for
+from pytest_heron.tools.common import LLMProxy, Recording, require
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 GENERATOR_MARK = "You are a senior data engineer writing PostgreSQL queries."
@@ -97,18 +98,17 @@ class PromptQueryAdapter:
         self.validate = require(
             "promptquery.safety", adapter="promptquery", extra="promptquery"
         ).validate_select_only
-        endpoint, model = need_endpoint(ctx.options, "promptquery")
-        timeout = float(ctx.options.get("timeout") or 120)
-        self.timeout = timeout
-        self.proxy = LLMProxy(endpoint, timeout_s=timeout)
-        spec = f"openai/{model}"
+        client = client_for(ctx, self.name, self.version)
+        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.proxy = LLMProxy(client)
+        spec = f"openai/{client.config.model}"
         self.command = [sys.executable, "-m", "promptquery", "--out", "json"]
         self.command += ["--model", spec, "--selector-model", spec]
         self.dsn = ctx.dsn
         env = {k: v for k, v in os.environ.items() if k != "ANTHROPIC_API_KEY"}
         env.update(
             OPENAI_BASE_URL=self.proxy.url,
-            OPENAI_API_KEY=api_key(),
+            OPENAI_API_KEY=PLACEHOLDER_KEY,
             COLUMNS="200",
             NO_COLOR="1",
             TERM="dumb",
@@ -118,7 +118,7 @@ class PromptQueryAdapter:
     def generate(self, q: Question, sample: int = 0) -> Prediction:
         if self.proxy is None:
             raise AdapterError("the promptquery adapter was not prepared")
-        recording = self.proxy.record()
+        recording = self.proxy.record(q.id, sample, self.timeout)
         try:
             done = subprocess.run(
                 [*self.command, "--query", q.question, self.dsn],
@@ -133,8 +133,11 @@ class PromptQueryAdapter:
             raise TimeoutError(f"promptquery ran longer than {self.timeout:g}s") from None
         sql, tables = final_sql(recording, self.extract, self.validate)
         if done.returncode not in (0, 2, 3) or not sql:
-            tail = done.stderr.strip()[-1000:] or "(no stderr)"
-            raise AdapterError(f"promptquery exited with status {done.returncode}: {tail}")
+            errors = recording.errors()
+            why = f"the LLM call failed: {errors[0]}" if errors else done.stderr.strip()[-1000:]
+            raise AdapterError(
+                f"promptquery exited with status {done.returncode}: {why or '(no stderr)'}"
+            )
         return Prediction(
             sql=sql,
             tables_in_context=tables,

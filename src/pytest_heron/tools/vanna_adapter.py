@@ -17,8 +17,8 @@ Vanna's stock vector stores embed with a model downloaded at run time (ChromaDB'
 model) or a hosted service; neither works offline, so the store here is Vanna's own storage
 interface (``add_ddl``, ``get_related_ddl``, ...) over :class:`~.common.LexicalIndex`, keeping
 Vanna's default of 10 results per kind. The LLM is Vanna's ``OpenAI_Chat`` with an
-``openai.OpenAI`` client whose base URL is this adapter's recording proxy in front of
-``--heron-endpoint``. Intermediate SQL runs in the benchmark's sandbox on the read-only DSN.
+``openai.OpenAI`` client whose base URL is this adapter's :class:`~.common.LLMProxy`, so its
+calls go through the project's LLM layer (cache, offline replay, meter). Intermediate SQL runs in the benchmark's sandbox on the read-only DSN.
 
 Reports: the SQL, billed usage (from the endpoint's responses), and ``tables_in_context``: the
 tables whose ``CREATE TABLE`` was in a prompt Vanna sent.
@@ -32,12 +32,11 @@ import re
 from typing import Any
 
 from pytest_heron.errors import AdapterError
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for
 from pytest_heron.tools.common import (
     LexicalIndex,
     LLMProxy,
-    api_key,
     created_tables,
-    need_endpoint,
     require,
     split_statements,
     table_chunks,
@@ -136,19 +135,20 @@ class VannaAdapter:
         self.vn: Any = None
         self.dsn = ""
         self.statement_timeout = 30.0
+        self.timeout = 120.0
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         cls = _vanna_class()
         openai = require("openai", adapter="vanna", extra="vanna")
-        endpoint, model = need_endpoint(ctx.options, "vanna")
-        timeout = float(ctx.options.get("timeout") or 120)
-        self.proxy = LLMProxy(endpoint, timeout_s=timeout)
+        llm = client_for(ctx, self.name, self.version)
+        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.proxy = LLMProxy(llm)
         client = openai.OpenAI(
-            base_url=self.proxy.url, api_key=api_key(), max_retries=2, timeout=timeout
+            base_url=self.proxy.url, api_key=PLACEHOLDER_KEY, max_retries=0, timeout=self.timeout
         )
         config = {
-            "model": model,
-            "temperature": float(ctx.options.get("temperature") or 0.0),
+            "model": llm.config.model,
+            "temperature": llm.config.temperature,
             "dialect": "PostgreSQL",
         }
         self.vn = cls(client, config)
@@ -176,14 +176,19 @@ class VannaAdapter:
     def generate(self, q: Question, sample: int = 0) -> Prediction:
         if self.vn is None or self.proxy is None:
             raise AdapterError("the vanna adapter was not prepared")
-        recording = self.proxy.record()
-        with contextlib.redirect_stdout(io.StringIO()):
-            sql = self.vn.generate_sql(q.question, allow_llm_to_see_data=True)
+        recording = self.proxy.record(q.id, sample, self.timeout)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                sql = self.vn.generate_sql(q.question, allow_llm_to_see_data=True)
+        except Exception:
+            recording.check("vanna")
+            raise
+        recording.check("vanna")
         prompts = "\n".join(
             str(m.get("content") or "") for messages, _ in recording.chats() for m in messages
         )
         if not recording.exchanges:
-            raise AdapterError("vanna sent no request to the endpoint")
+            raise AdapterError("vanna sent no request to the LLM")
         return Prediction(
             sql=str(sql or "").strip(),
             tables_in_context=created_tables(prompts),

@@ -283,3 +283,115 @@ def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(tiny_state: Any
         with pytest.raises(AdapterError, match="status 1: the LLM call failed: .*model not loaded"):
             adapter.generate(Q)
     assert len(stub.requests) == 2  # the selector (PromptQuery falls back to TF-IDF), the SQL
+
+
+# -- din-sql ------------------------------------------------------------------------------------
+
+
+def _din_responder(label: str, generated: str, corrected: str) -> Any:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        user = _user(body)
+        if "Schema_links:" in user and "Think step by step" in user:
+            text = "The question asks for currency codes.\nSchema_links: [core.currencies.code, core.currencies.minor_units, 0]"
+            return completion(text, prompt_tokens=9000, completion_tokens=40)
+        if "Classify the SQL query" in user:
+            return completion(f"One table.\nLabel: {label}", prompt_tokens=800, completion_tokens=5)
+        if "SQL written for it" in user:
+            return completion(f"```sql\n{corrected}\n```", prompt_tokens=900, completion_tokens=20)
+        return completion(f"Plan...\n```sql\n{generated}\n```", prompt_tokens=850, completion_tokens=25)
+
+    return respond
+
+
+@pytest.mark.parametrize("label", ["EASY", "NON-NESTED", "NESTED"])
+def test_din_sql_four_stages(tiny_state: Any, tmp_path: Path, label: str) -> None:
+    generated = "SELECT code FROM core.currencies WHERE minor_units = 0"
+    with ChatStub(_din_responder(label, generated, ANSWER)) as stub:
+        adapter = make_adapter("din-sql")
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
+        pred = adapter.generate(Q)
+    assert pred.sql == ANSWER  # the self-corrected query
+    assert pred.tables_in_context == ["core.currencies"]
+    assert _billed(pred) == (11550, 90, 4)
+    link, classify, gen, fix = stub.requests
+    listing = _system(link)
+    assert "core.currencies -- ISO 4217 currencies the platform can price and bill in." in listing
+    assert listing.count("  columns: ") == 211
+    assert "core.countries.default_currency_code = core.currencies.code" in listing  # an FK
+    gen_system = _system(gen)
+    assert "COMMENT ON COLUMN core.currencies.minor_units" in gen_system
+    assert "CREATE TABLE core.countries" not in gen_system  # only the linked tables
+    prompt = _user(gen)
+    expected = {"EASY": "single table", "NON-NESTED": "intermediate representation",
+                "NESTED": "Sub-questions"}[label]
+    assert expected in prompt
+    assert generated in _user(fix)
+    assert pred.trace["class"] == label
+    _scores_like_gold(tiny_state, pred)
+
+
+def test_din_sql_replays_from_the_cache_and_offline(tiny_state: Any, tmp_path: Path) -> None:
+    cache = tmp_path / "llm.sqlite3"
+    with ChatStub(_din_responder("EASY", ANSWER, ANSWER)) as stub:
+        first = make_adapter("din-sql")
+        first.prepare(_ctx(tiny_state, stub.url, cache))
+        one = first.generate(Q)
+        again = make_adapter("din-sql")
+        again.prepare(_ctx(tiny_state, stub.url, cache, offline=True))
+        two = again.generate(Q)
+    assert len(stub.requests) == 4  # the second run sent nothing
+    assert two.sql == one.sql and _billed(two) == _billed(one)
+    assert two.usage is not None and two.usage["cached_calls"] == 4
+    other = Question(**{**Q.__dict__, "id": "t002"})
+    with pytest.raises(AdapterError, match="no cached reply for question t002"):
+        again.generate(other)
+
+
+# -- mac-sql ------------------------------------------------------------------------------------
+
+
+def _mac_responder(selection: str, decomposed: str, refined: list[str]) -> Any:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        user = _user(body)
+        if "database administrator" in _system(body):
+            return completion(selection, prompt_tokens=20000, completion_tokens=30)
+        if "Decompose the question" in user:
+            text = f"Sub question 1: currencies\nSQL\n```sql\nSELECT code FROM core.currencies\n```\n\nSub question 2: all\nSQL\n```sql\n{decomposed}\n```"
+            return completion(text, prompt_tokens=1500, completion_tokens=60)
+        return completion(f"```sql\n{refined.pop(0)}\n```", prompt_tokens=1600, completion_tokens=20)
+
+    return respond
+
+
+def test_mac_sql_selector_decomposer_and_refiner_on_error(tiny_state: Any, tmp_path: Path) -> None:
+    selection = '{"core.currencies": ["code", "minor_units"], "core.countries": "drop_all"}'
+    broken = "SELECT code FROM core.currencies WHERE minor_unit = 0 ORDER BY code"
+    with ChatStub(_mac_responder(selection, broken, [ANSWER])) as stub:
+        adapter = make_adapter("mac-sql")
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
+        pred = adapter.generate(Q)
+    assert pred.sql == ANSWER
+    assert pred.tables_in_context == ["core.currencies"]
+    assert _billed(pred) == (23100, 110, 3)
+    selector, decomposer, refiner = stub.requests
+    assert "# Table: core.currencies -- ISO 4217 currencies" in _system(selector)
+    assert _system(selector).count("# Table: ") == 211
+    pruned = _system(decomposer)
+    assert "(minor_units, integer NOT NULL CHECK" in pruned and "(symbol," not in pruned
+    assert "minor_unit" in _user(refiner) and "does not exist" in _user(refiner)
+    assert [r["sql"] for r in pred.trace["refiner"]] == [broken]
+    _scores_like_gold(tiny_state, pred)
+
+
+def test_mac_sql_refines_empty_results_at_most_three_times(tiny_state: Any, tmp_path: Path) -> None:
+    empty = "SELECT code FROM core.currencies WHERE minor_units = 9"
+    variants = [f"{empty} AND {i} = {i}" for i in range(1, 5)]
+    with ChatStub(_mac_responder("not json at all", empty, list(variants))) as stub:
+        adapter = make_adapter("mac-sql")
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
+        pred = adapter.generate(Q)
+    assert len(stub.requests) == 2 + 3  # selector, decomposer, three refinements
+    assert pred.sql == variants[2]
+    assert all("returned no rows" in r["outcome"] for r in pred.trace["refiner"])
+    # the selector's reply kept nothing: BM25's best tables stand in
+    assert pred.tables_in_context and "core.currencies" in pred.tables_in_context

@@ -400,3 +400,107 @@ _CREATE = re.compile(r"CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?([\w.]+)", r
 def created_tables(text: str) -> list[str]:
     """The tables whose ``CREATE TABLE`` statement appears in ``text``, sorted, lower-case."""
     return sorted({m.group(1).replace('"', "").lower() for m in _CREATE.finditer(text)})
+
+
+# -- a structured view of the schema, for the published methods' own schema formats -----------
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    definition: str  # the column's text in CREATE TABLE after its name (type, NOT NULL, CHECK)
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    name: str  # schema-qualified
+    comment: str
+    columns: tuple[ColumnInfo, ...]
+
+
+_CONSTRAINT_START = re.compile(r"(?:CONSTRAINT|PRIMARY\s+KEY|UNIQUE|CHECK|FOREIGN\s+KEY|EXCLUDE)\b", re.I)
+_COLUMN_COMMENT_TEXT = re.compile(
+    r"^\s*COMMENT\s+ON\s+COLUMN\s+(\w+\.\w+)\.(\w+)\s+IS\s+'(.*)'\s*$", re.I | re.S
+)
+
+
+def _top_level_items(body: str) -> list[str]:
+    """``body`` split at the commas outside parentheses and quotes."""
+    items, depth, quoted, start = [], 0, False, 0
+    for i, ch in enumerate(body):
+        if ch == "'":
+            quoted = not quoted
+        elif not quoted and ch == "(":
+            depth += 1
+        elif not quoted and ch == ")":
+            depth -= 1
+        elif not quoted and ch == "," and depth == 0:
+            items.append(body[start:i].strip())
+            start = i + 1
+    items.append(body[start:].strip())
+    return [i for i in items if i]
+
+
+def schema_model(ddl: str) -> dict[str, TableInfo]:
+    """Every table of ``ddl`` with its comment and its columns (definition and comment), in
+    creation order. Pure.
+
+    >>> m = schema_model("CREATE TABLE s.t (id bigint PRIMARY KEY, k text CHECK (k IN ('a', 'b')),"
+    ...     " UNIQUE (k)); COMMENT ON TABLE s.t IS 'T.'; COMMENT ON COLUMN s.t.k IS 'Kind.';")
+    >>> m["s.t"].comment, [(c.name, c.definition, c.comment) for c in m["s.t"].columns]
+    ('T.', [('id', 'bigint PRIMARY KEY', ''), ('k', "text CHECK (k IN ('a', 'b'))", 'Kind.')])
+    """
+    comments = table_comments(ddl)
+    col_comments: dict[tuple[str, str], str] = {}
+    creates: dict[str, str] = {}
+    for statement in split_statements(ddl):
+        m = _COLUMN_COMMENT_TEXT.match(statement)
+        if m:
+            col_comments[(m.group(1).lower(), m.group(2))] = m.group(3).replace("''", "'")
+            continue
+        c = re.match(r"\s*CREATE\s+TABLE\s+([\w.]+)\s*\((.*)\)\s*$", statement, re.I | re.S)
+        if c:
+            creates[c.group(1).lower()] = c.group(2)
+    out: dict[str, TableInfo] = {}
+    for name, body in creates.items():
+        columns = []
+        for item in _top_level_items(body):
+            if _CONSTRAINT_START.match(item):
+                continue
+            col, _, rest = item.partition(" ")
+            col = col.strip('"')
+            columns.append(
+                ColumnInfo(col, " ".join(rest.split()), col_comments.get((name, col), ""))
+            )
+        out[name] = TableInfo(name, comments.get(name, ""), tuple(columns))
+    return out
+
+
+FOREIGN_KEYS_SQL = """
+SELECT sn.nspname || '.' || s.relname || '.' || sa.attname,
+       tn.nspname || '.' || t.relname || '.' || ta.attname
+FROM pg_constraint c
+JOIN pg_class s ON s.oid = c.conrelid JOIN pg_namespace sn ON sn.oid = s.relnamespace
+JOIN pg_class t ON t.oid = c.confrelid JOIN pg_namespace tn ON tn.oid = t.relnamespace
+JOIN LATERAL unnest(c.conkey, c.confkey) AS k(src, dst) ON true
+JOIN pg_attribute sa ON sa.attrelid = c.conrelid AND sa.attnum = k.src
+JOIN pg_attribute ta ON ta.attrelid = c.confrelid AND ta.attnum = k.dst
+WHERE c.contype = 'f'
+ORDER BY 1, 2
+"""
+
+
+def foreign_keys(dsn: str, tables: Iterable[str]) -> list[tuple[str, str]]:
+    """The foreign-key column pairs (``schema.table.column``, referencing first) among
+    ``tables``, read from the database's catalog on the read-only DSN, sorted."""
+    import psycopg
+
+    wanted = set(tables)
+    with psycopg.connect(dsn, connect_timeout=10) as conn:
+        rows = conn.execute(FOREIGN_KEYS_SQL).fetchall()
+    return [
+        (str(a), str(b))
+        for a, b in rows
+        if str(a).rsplit(".", 1)[0] in wanted and str(b).rsplit(".", 1)[0] in wanted
+    ]

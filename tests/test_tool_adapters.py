@@ -5,10 +5,6 @@ tokens the stub billed and the tables it put in context."""
 from __future__ import annotations
 
 import json
-import re
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +13,16 @@ import pytest
 from chat_stub import ChatStub, Raw, completion
 from pytest_heron import sandbox
 from pytest_heron.adapters import make_adapter
+from pytest_heron.backends import cache_dir
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate.spec import load_bundle
 from pytest_heron.tools import common
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 pytest_plugins = ["pytester"]
+# pytester points HOME at a temporary folder; the plugin runs below share the session's embedded
+# server and seeded states instead of building their own (the cache is safe between processes)
+SHARED_CACHE = str(cache_dir())
 
 Q = Question(
     id="t001",
@@ -107,9 +107,12 @@ def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
     ix = common.LexicalIndex(chunks.values())
     top = [names[i] for i in ix.top("fx rates exchange rate of the day between currencies", 10)]
     assert "core.fx_rates" in top[:3]
-    assert top == [names[i] for i in common.LexicalIndex(chunks.values()).top(
-        "fx rates exchange rate of the day between currencies", 10
-    )]
+    assert top == [
+        names[i]
+        for i in common.LexicalIndex(chunks.values()).top(
+            "fx rates exchange rate of the day between currencies", 10
+        )
+    ]
     assert ix.top("zzzz qqqq", 5) == []
 
 
@@ -133,7 +136,9 @@ def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> Non
             other = proxy.record("q2")
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "x"}])
             with pytest.raises(openai.BadRequestError, match="script exhausted"):
-                client.chat.completions.create(model="m", messages=[{"role": "user", "content": "y"}])
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "y"}]
+                )
             with pytest.raises(openai.BadRequestError, match="streaming"):
                 client.chat.completions.create(model="m", messages=[], stream=True)
         finally:
@@ -150,7 +155,9 @@ def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> Non
 # -- vanna --------------------------------------------------------------------------------------
 
 
-def test_vanna_trains_on_the_schema_and_records_the_stub_sql(tiny_state: Any, tmp_path: Path) -> None:
+def test_vanna_trains_on_the_schema_and_records_the_stub_sql(
+    tiny_state: Any, tmp_path: Path
+) -> None:
     reply = completion(f"```sql\n{ANSWER};\n```", prompt_tokens=1200, completion_tokens=30)
     with ChatStub([reply]) as stub:
         adapter = make_adapter("vanna")
@@ -201,7 +208,9 @@ def _langchain_responder(body: dict[str, Any]) -> dict[str, Any]:
     return completion(f"SQLQuery: {ANSWER}", prompt_tokens=900, completion_tokens=20)
 
 
-def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any, tmp_path: Path) -> None:
+def test_langchain_chain_selects_tables_and_records_the_stub_sql(
+    tiny_state: Any, tmp_path: Path
+) -> None:
     with ChatStub(_langchain_responder) as stub:
         adapter = make_adapter("langchain")
         adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
@@ -223,7 +232,9 @@ def test_langchain_chain_selects_tables_and_records_the_stub_sql(tiny_state: Any
     _scores_like_gold(tiny_state, pred)
 
 
-def test_langchain_selection_naming_no_table_is_an_adapter_error(tiny_state: Any, tmp_path: Path) -> None:
+def test_langchain_selection_naming_no_table_is_an_adapter_error(
+    tiny_state: Any, tmp_path: Path
+) -> None:
     with ChatStub([completion("I do not know.")]) as stub:
         adapter = make_adapter("langchain")
         adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
@@ -246,7 +257,9 @@ def _promptquery_responder(generated: list[str]) -> Any:
     return respond
 
 
-def test_promptquery_cli_one_shot_records_sql_tables_and_usage(tiny_state: Any, tmp_path: Path) -> None:
+def test_promptquery_cli_one_shot_records_sql_tables_and_usage(
+    tiny_state: Any, tmp_path: Path
+) -> None:
     with ChatStub(_promptquery_responder([ANSWER])) as stub:
         adapter = make_adapter("promptquery")
         adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
@@ -275,12 +288,16 @@ def test_promptquery_repair_round_gives_the_repaired_sql(tiny_state: Any, tmp_pa
     assert pred.usage is not None and pred.usage["calls"] == 3
 
 
-def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(tiny_state: Any, tmp_path: Path) -> None:
+def test_promptquery_llm_failure_is_an_adapter_error_with_stderr(
+    tiny_state: Any, tmp_path: Path
+) -> None:
     refused = Raw(400, b'{"error": {"message": "model not loaded"}}')
     with ChatStub(lambda body: refused) as stub:
         adapter = make_adapter("promptquery")
         adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
-        with pytest.raises(AdapterError, match="status 1: the LLM call failed: .*model not loaded"):
+        with pytest.raises(
+            AdapterError, match=r"status 1: the LLM call failed: .*model not loaded"
+        ):
             adapter.generate(Q)
     assert len(stub.requests) == 2  # the selector (PromptQuery falls back to TF-IDF), the SQL
 
@@ -292,13 +309,18 @@ def _din_responder(label: str, generated: str, corrected: str) -> Any:
     def respond(body: dict[str, Any]) -> dict[str, Any]:
         user = _user(body)
         if "Schema_links:" in user and "Think step by step" in user:
-            text = "The question asks for currency codes.\nSchema_links: [core.currencies.code, core.currencies.minor_units, 0]"
+            text = (
+                "The question asks for currency codes.\n"
+                "Schema_links: [core.currencies.code, core.currencies.minor_units, 0]"
+            )
             return completion(text, prompt_tokens=9000, completion_tokens=40)
         if "Classify the SQL query" in user:
             return completion(f"One table.\nLabel: {label}", prompt_tokens=800, completion_tokens=5)
         if "SQL written for it" in user:
             return completion(f"```sql\n{corrected}\n```", prompt_tokens=900, completion_tokens=20)
-        return completion(f"Plan...\n```sql\n{generated}\n```", prompt_tokens=850, completion_tokens=25)
+        return completion(
+            f"Plan...\n```sql\n{generated}\n```", prompt_tokens=850, completion_tokens=25
+        )
 
     return respond
 
@@ -313,7 +335,7 @@ def test_din_sql_four_stages(tiny_state: Any, tmp_path: Path, label: str) -> Non
     assert pred.sql == ANSWER  # the self-corrected query
     assert pred.tables_in_context == ["core.currencies"]
     assert _billed(pred) == (11550, 90, 4)
-    link, classify, gen, fix = stub.requests
+    link, _classify, gen, fix = stub.requests
     listing = _system(link)
     assert "core.currencies -- ISO 4217 currencies the platform can price and bill in." in listing
     assert listing.count("  columns: ") == 211
@@ -322,8 +344,11 @@ def test_din_sql_four_stages(tiny_state: Any, tmp_path: Path, label: str) -> Non
     assert "COMMENT ON COLUMN core.currencies.minor_units" in gen_system
     assert "CREATE TABLE core.countries" not in gen_system  # only the linked tables
     prompt = _user(gen)
-    expected = {"EASY": "single table", "NON-NESTED": "intermediate representation",
-                "NESTED": "Sub-questions"}[label]
+    expected = {
+        "EASY": "single table",
+        "NON-NESTED": "intermediate representation",
+        "NESTED": "Sub-questions",
+    }[label]
     assert expected in prompt
     assert generated in _user(fix)
     assert pred.trace["class"] == label
@@ -356,9 +381,14 @@ def _mac_responder(selection: str, decomposed: str, refined: list[str]) -> Any:
         if "database administrator" in _system(body):
             return completion(selection, prompt_tokens=20000, completion_tokens=30)
         if "Decompose the question" in user:
-            text = f"Sub question 1: currencies\nSQL\n```sql\nSELECT code FROM core.currencies\n```\n\nSub question 2: all\nSQL\n```sql\n{decomposed}\n```"
+            text = (
+                "Sub question 1: currencies\nSQL\n```sql\nSELECT code FROM core.currencies\n```"
+                f"\n\nSub question 2: all\nSQL\n```sql\n{decomposed}\n```"
+            )
             return completion(text, prompt_tokens=1500, completion_tokens=60)
-        return completion(f"```sql\n{refined.pop(0)}\n```", prompt_tokens=1600, completion_tokens=20)
+        return completion(
+            f"```sql\n{refined.pop(0)}\n```", prompt_tokens=1600, completion_tokens=20
+        )
 
     return respond
 
@@ -395,3 +425,176 @@ def test_mac_sql_refines_empty_results_at_most_three_times(tiny_state: Any, tmp_
     assert all("returned no rows" in r["outcome"] for r in pred.trace["refiner"])
     # the selector's reply kept nothing: BM25's best tables stand in
     assert pred.tables_in_context and "core.currencies" in pred.tables_in_context
+
+
+# -- plugin runs --------------------------------------------------------------------------------
+
+PRIVATE = """\
+- id: p001
+  question: List the ISO codes of the currencies that have no minor units, in order.
+  gold_sql: SELECT code FROM core.currencies WHERE minor_units = 0 ORDER BY code
+  gold_tables: [core.currencies]
+  shape: single
+  retrieval: named
+- id: p002
+  question: How many countries does each sales region have?
+  gold_sql: >-
+    SELECT region, count(*) AS n FROM core.countries GROUP BY region ORDER BY region
+  gold_tables: [core.countries]
+  shape: single
+  retrieval: named
+"""
+GOLD = {
+    "List the ISO codes of the currencies that have no minor units, in order.": (
+        "SELECT code FROM core.currencies WHERE minor_units = 0 ORDER BY code",
+        ["core.currencies"],
+    ),
+    "How many countries does each sales region have?": (
+        "SELECT region, count(*) AS n FROM core.countries GROUP BY region ORDER BY region",
+        ["core.countries"],
+    ),
+}
+PER_CALL = (100, 10)  # tokens every stub reply bills
+
+
+def universal(body: dict[str, Any]) -> dict[str, Any]:
+    """Answers every stage of every tool adapter with the gold SQL of the question asked."""
+    text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+    sql, tables = next(v for k, v in GOLD.items() if k in text)
+    system, user = _system(body), _user(body)
+    if system.startswith("You choose the database tables"):  # langchain's selection
+        reply = "\n".join(tables)
+    elif system.startswith("You are a PostgreSQL expert. Given an input"):  # langchain's chain
+        reply = f"SQLQuery: {sql}"
+    elif system.startswith("You select database tables"):  # promptquery's selector
+        reply = json.dumps([t.split(".")[1] for t in tables])
+    elif "Schema_links:" in user and "Think step by step" in user:  # din-sql linking
+        reply = f"Schema_links: [{', '.join(tables)}]"
+    elif "Classify the SQL query" in user:  # din-sql classification
+        reply = "Label: EASY"
+    elif "database administrator" in system:  # mac-sql selector
+        reply = json.dumps({t: "keep_all" for t in tables})
+    else:
+        reply = f"```sql\n{sql}\n```"
+    return completion(reply, prompt_tokens=PER_CALL[0], completion_tokens=PER_CALL[1])
+
+
+@pytest.mark.parametrize("name", ["vanna", "langchain", "promptquery", "din-sql", "mac-sql"])
+def test_plugin_run_scores_each_tool_adapter(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    with ChatStub(universal) as stub:
+        result = pytester.runpytest_subprocess(
+            f"--heron-adapter={name}",
+            f"--heron-questions={folder}",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=stub-model",
+            f"--heron-llm-cache={pytester.path / 'llm.sqlite3'}",
+            "--heron-output=out.json",
+            "--heron-scale=tiny",
+            "--heron-states=1",
+            "-p",
+            "no:cacheprovider",
+        )
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["conditions"]["adapter"] == name
+    m = doc["metrics"]
+    assert m["ex1"] == 100.0 and m["errors"] == 0
+    calls = len(stub.requests)
+    assert calls >= 2
+    assert (m["tokens_prompt"], m["tokens_completion"]) == (
+        PER_CALL[0] * calls,
+        PER_CALL[1] * calls,
+    )
+    by_id = {q["id"]: q for q in doc["questions"]}
+    for qid, (sql, tables) in zip(("p001", "p002"), GOLD.values(), strict=True):
+        assert by_id[qid]["pred_sql"].rstrip(";") == sql
+        assert set(tables) <= set(by_id[qid]["tables_in_context"])
+    assert m["set_recall"] == 100.0
+
+
+MISSING = {"vanna": "vanna", "langchain": "langchain_classic", "promptquery": "promptquery"}
+BLOCKER = """
+import sys
+
+class Block:  # the tools' packages cannot be imported, as on a machine without the extras
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.split(".")[0] in {blocked!r}:
+            raise ImportError(f"No module named {{fullname!r}}")
+        return None
+
+sys.meta_path.insert(0, Block())
+"""
+PREPARE_ALL = """
+import json
+from pytest_heron.adapters import make_adapter
+from pytest_heron.types import BenchmarkContext
+
+ctx = BenchmarkContext(dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="",
+                       tables=(), options={{"endpoint": "http://127.0.0.1:9/v1", "model": "m"}})
+out = {{}}
+for name in {names!r}:
+    try:
+        make_adapter(name).prepare(ctx)
+        out[name] = "prepared"
+    except Exception as exc:
+        out[name] = f"{{type(exc).__name__}}: {{exc}}"
+print(json.dumps(out))
+"""
+
+
+def test_a_missing_extra_fails_prepare_with_the_pip_command() -> None:
+    import subprocess
+    import sys
+
+    code = BLOCKER.format(blocked=sorted(MISSING.values())) + PREPARE_ALL.format(
+        names=sorted(MISSING)
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for name, module in MISSING.items():
+        assert out[name].startswith(f"AdapterError: the {name} adapter needs the optional "), out
+        assert f"dependency {module!r}" in out[name] or f"dependency '{module}." in out[name]
+        assert out[name].endswith(f"install it with: pip install 'pytest-heron[{name}]'")
+
+
+def test_a_missing_extra_reaches_the_results_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    pytester.makeconftest(BLOCKER.format(blocked=["vanna"]))
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=vanna",
+        f"--heron-questions={folder}",
+        "--heron-endpoint=http://127.0.0.1:9/v1",
+        "--heron-model=m",
+        "--heron-output=out.json",
+        "--heron-scale=tiny",
+        "--heron-states=1",
+        "-p",
+        "no:cacheprovider",
+    )
+    assert result.ret != 0
+    doc = json.loads((pytester.path / "out.json").read_text())
+    errors = {q["error"] for q in doc["questions"]}
+    assert len(errors) == 1
+    (error,) = errors
+    assert error.startswith("the adapter failed to prepare: AdapterError: the vanna adapter")
+    assert error.endswith("install it with: pip install 'pytest-heron[vanna]'")
+
+
+def test_doctests_of_the_tool_modules() -> None:
+    import doctest
+    import importlib
+
+    for module in ("common", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
+        result = doctest.testmod(importlib.import_module(f"pytest_heron.tools.{module}"))
+        assert result.attempted > 0 and result.failed == 0, module

@@ -30,6 +30,7 @@ from typing import Any
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import ChatClient, ChatReply, Meter
 
+
 def require(module: str, *, adapter: str, extra: str) -> ModuleType:
     """Import ``module`` or raise AdapterError naming the extra that provides it."""
     try:
@@ -237,7 +238,9 @@ class LLMProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def record(self, question_id: str, sample: int = 0, timeout_s: float | None = None) -> Recording:
+    def record(
+        self, question_id: str, sample: int = 0, timeout_s: float | None = None
+    ) -> Recording:
         """Start the recording of one question (calls are cached under its id and sample)."""
         deadline = time.monotonic() + timeout_s if timeout_s else None
         with self._lock:
@@ -252,7 +255,9 @@ class LLMProxy:
             return 400, {"error": {"message": "heron proxy: streaming is not supported"}}
         with self._lock:
             rec = self._current
-        params = {k: v for k, v in body.items() if k not in ("model", "messages", "tools", "stream")}
+        params = {
+            k: v for k, v in body.items() if k not in ("model", "messages", "tools", "stream")
+        }
         try:
             reply = self.client.chat(
                 body["messages"],
@@ -378,13 +383,13 @@ class LexicalIndex:
             return []
         avg = sum(self.lengths) / n or 1.0
         q = sorted({stem(w) for w in words(query)})
-        idf = {t: math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5)) for t in q if t in self.df}
+        idf = {
+            t: math.log(1 + (n - self.df[t] + 0.5) / (self.df[t] + 0.5)) for t in q if t in self.df
+        }
         out = []
         for tf, length in zip(self.docs, self.lengths, strict=True):
             norm = self.K1 * (1 - self.B + self.B * length / avg)
-            out.append(
-                sum(idf[t] * tf[t] * (self.K1 + 1) / (tf[t] + norm) for t in idf if t in tf)
-            )
+            out.append(sum(idf[t] * tf[t] * (self.K1 + 1) / (tf[t] + norm) for t in idf if t in tf))
         return out
 
     def top(self, query: str, n: int) -> list[int]:
@@ -419,7 +424,9 @@ class TableInfo:
     columns: tuple[ColumnInfo, ...]
 
 
-_CONSTRAINT_START = re.compile(r"(?:CONSTRAINT|PRIMARY\s+KEY|UNIQUE|CHECK|FOREIGN\s+KEY|EXCLUDE)\b", re.I)
+_CONSTRAINT_START = re.compile(
+    r"(?:CONSTRAINT|PRIMARY\s+KEY|UNIQUE|CHECK|FOREIGN\s+KEY|EXCLUDE)\b", re.I
+)
 _COLUMN_COMMENT_TEXT = re.compile(
     r"^\s*COMMENT\s+ON\s+COLUMN\s+(\w+\.\w+)\.(\w+)\s+IS\s+'(.*)'\s*$", re.I | re.S
 )

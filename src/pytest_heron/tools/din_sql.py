@@ -154,7 +154,7 @@ def parse_class(reply: str) -> str:
     found = re.findall(r"label\s*:\s*\**\s*\"?(non[- ]nested|nested|easy)", reply, re.I)
     if not found:
         return "NON-NESTED"
-    return found[-1].upper().replace(" ", "-")
+    return str(found[-1]).upper().replace(" ", "-")
 
 
 def sub_questions(reply: str) -> str:
@@ -189,7 +189,12 @@ class DinSqlAdapter:
         )
 
     def _ask(
-        self, messages: list[dict[str, str]], q: Question, sample: int, meter: Meter, deadline: float
+        self,
+        messages: list[dict[str, str]],
+        q: Question,
+        sample: int,
+        meter: Meter,
+        deadline: float,
     ) -> str:
         assert self.client is not None
         reply = self.client.chat(
@@ -236,7 +241,9 @@ class DinSqlAdapter:
         )
         label = parse_class(class_reply)
         prompt = GENERATE_USER[label].format(question=q.question, subs=sub_questions(class_reply))
-        gen_reply = ask([{"role": "system", "content": system}, {"role": "user", "content": prompt}])
+        gen_reply = ask(
+            [{"role": "system", "content": system}, {"role": "user", "content": prompt}]
+        )
         sql = extract_sql(gen_reply)
         if not sql:
             raise AdapterError("din-sql: the generation step returned no SQL")
@@ -266,4 +273,3 @@ def _both_in(pair: tuple[str, str], tables: list[str]) -> bool:
 
 def _fk_lines(pairs: list[tuple[str, str]]) -> str:
     return "\n".join(f"{a} = {b}" for a, b in pairs) or "(none)"
-

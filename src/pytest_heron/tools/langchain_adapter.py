@@ -79,9 +79,7 @@ def _database_class() -> Any:
             super().__init__(engine, schema=schemas[0], lazy_table_reflection=True, **kwargs)
 
         def get_usable_table_names(self) -> list[str]:
-            return sorted(
-                f"{s}.{t}" for s, part in self._parts.items() for t in part._all_tables
-            )
+            return sorted(f"{s}.{t}" for s, part in self._parts.items() for t in part._all_tables)
 
         def get_table_info(
             self, table_names: list[str] | None = None, get_col_comments: bool = False

@@ -217,7 +217,9 @@ class MacSqlAdapter:
         if not kept:
             named = tables_mentioned(select_reply, list(self.tables))
             names = list(self.tables)
-            fallback = named or sorted(names[i] for i in self.index.top(q.question, FALLBACK_TABLES))
+            fallback = named or sorted(
+                names[i] for i in self.index.top(q.question, FALLBACK_TABLES)
+            )
             kept = {t: None for t in fallback}
         chosen = [self.tables[t] for t in kept]
         system = DECOMPOSER_SYSTEM.format(
@@ -248,7 +250,9 @@ class MacSqlAdapter:
                     {"role": "system", "content": system},
                     {
                         "role": "user",
-                        "content": REFINER_USER.format(question=q.question, sql=sql, outcome=outcome),
+                        "content": REFINER_USER.format(
+                            question=q.question, sql=sql, outcome=outcome
+                        ),
                     },
                 ]
             )

@@ -7,7 +7,8 @@ benchmark) on the read-only DSN. PromptQuery ranks the tables with TF-IDF, lets 
 to 15, adds foreign-key neighbours, asks the LLM for SQL, runs it read-only and, on a database
 error, asks once for a repair. Its OpenAI client honours ``OPENAI_BASE_URL``; the adapter sets it
 to its :class:`~.common.LLMProxy` (the project's LLM layer: cache, offline replay, meter), sets
-``OPENAI_API_KEY`` to a placeholder (the real key stays with the LLM layer), and removes ``ANTHROPIC_API_KEY`` from the child's environment so the provider is the one asked for.
+``OPENAI_API_KEY`` to a placeholder (the real key stays with the LLM layer), and removes
+``ANTHROPIC_API_KEY`` from the child's environment so the provider is the one asked for.
 PromptQuery always asks for temperature 0; ``--heron-temperature`` does not reach it.
 
 One-shot JSON mode prints the *result rows* on stdout, not the SQL (the SQL goes to stderr as

@@ -18,9 +18,10 @@ model) or a hosted service; neither works offline, so the store here is Vanna's 
 interface (``add_ddl``, ``get_related_ddl``, ...) over :class:`~.common.LexicalIndex`, keeping
 Vanna's default of 10 results per kind. The LLM is Vanna's ``OpenAI_Chat`` with an
 ``openai.OpenAI`` client whose base URL is this adapter's :class:`~.common.LLMProxy`, so its
-calls go through the project's LLM layer (cache, offline replay, meter). Intermediate SQL runs in the benchmark's sandbox on the read-only DSN.
+calls go through the project's LLM layer (cache, offline replay, meter). Intermediate SQL runs
+in the benchmark's sandbox on the read-only DSN.
 
-Reports: the SQL, billed usage (from the endpoint's responses), and ``tables_in_context``: the
+Reports: the SQL, billed usage (from the LLM layer's meter), and ``tables_in_context``: the
 tables whose ``CREATE TABLE`` was in a prompt Vanna sent.
 """
 

@@ -229,6 +229,7 @@ def test_langchain_chain_selects_tables_and_records_the_stub_sql(
     assert "3 rows from currencies table" in prompt  # LangChain's sample rows, from the state
     assert "Column Comments" in prompt
     assert query["stop"] == ["\nSQLResult:"]
+    assert "query for at most 1000 results" in prompt  # k raised from the default 5
     _scores_like_gold(tiny_state, pred)
 
 
@@ -598,3 +599,34 @@ def test_doctests_of_the_tool_modules() -> None:
     for module in ("common", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
         result = doctest.testmod(importlib.import_module(f"pytest_heron.tools.{module}"))
         assert result.attempted > 0 and result.failed == 0, module
+
+
+def test_the_readme_adapter_example_runs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Adding an adapter", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert code.startswith("# mytool_adapter.py") and len(code.splitlines()) <= 30
+    pytester.makepyfile(mytool_adapter=code)
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    with ChatStub(universal) as stub:
+        result = pytester.runpytest_subprocess(
+            "--heron-adapter=mytool_adapter:MyTool",
+            f"--heron-questions={folder}",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=stub-model",
+            f"--heron-llm-cache={pytester.path / 'llm.sqlite3'}",
+            "--heron-output=out.json",
+            "--heron-scale=tiny",
+            "--heron-states=1",
+            "-p",
+            "no:cacheprovider",
+        )
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "out.json").read_text())
+    assert doc["metrics"]["ex1"] == 100.0
+    assert doc["metrics"]["tokens_prompt"] == PER_CALL[0] * 2
+    assert "CREATE TABLE core.currencies" in _system(stub.requests[0])

@@ -630,3 +630,36 @@ def test_the_readme_adapter_example_runs(
     assert doc["metrics"]["ex1"] == 100.0
     assert doc["metrics"]["tokens_prompt"] == PER_CALL[0] * 2
     assert "CREATE TABLE core.currencies" in _system(stub.requests[0])
+
+
+def test_promptquery_replays_offline_through_the_cache(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    common_args = [
+        "--heron-adapter=promptquery",
+        f"--heron-questions={folder}",
+        "--heron-model=stub-model",
+        f"--heron-llm-cache={pytester.path / 'llm.sqlite3'}",
+        "--heron-scale=tiny",
+        "--heron-states=1",
+        "-p",
+        "no:cacheprovider",
+    ]
+    with ChatStub(universal) as stub:
+        first = pytester.runpytest_subprocess(
+            *common_args, f"--heron-endpoint={stub.url}", "--heron-output=one.json"
+        )
+        sent = len(stub.requests)
+        second = pytester.runpytest_subprocess(
+            *common_args, "--heron-offline", "--heron-output=two.json"
+        )
+    first.assert_outcomes(passed=2)
+    second.assert_outcomes(passed=2)
+    assert sent == 4 and len(stub.requests) == sent  # the offline run asked nothing
+    one, two = (json.loads((pytester.path / f).read_text()) for f in ("one.json", "two.json"))
+    assert [q["pred_sql"] for q in one["questions"]] == [q["pred_sql"] for q in two["questions"]]
+    assert two["metrics"]["tokens_prompt"] == one["metrics"]["tokens_prompt"] == 400
+    assert all(q["usage"]["cached_calls"] == 2 for q in two["questions"])

@@ -9,9 +9,10 @@ to look at data). The benchmark scores SQL, so this adapter uses ``generate_sql`
 DECISIONS.md, 2026-11-29).
 
 Set-up, as Vanna's training guide recommends: one ``train(ddl=...)`` per table (its ``CREATE
-TABLE`` with its ``COMMENT ON TABLE/COLUMN`` statements) and one ``train(documentation=...)`` per
-schema (the schema's comment: what the module is for). No question/SQL pairs: the system starts
-from the schema alone, like every other adapter here.
+TABLE`` with its ``COMMENT ON TABLE/COLUMN`` statements) and one ``train(documentation=...)``
+per schema (the schema's comment: what the module is for), made as the equivalent
+``add_ddl``/``add_documentation`` calls (``train`` only adds a print of the text). No
+question/SQL pairs: the system starts from the schema alone, like every other adapter here.
 
 Vanna's stock vector stores embed with a model downloaded at run time (ChromaDB's default ONNX
 model) or a hosted service; neither works offline, so the store here is Vanna's own storage
@@ -27,8 +28,6 @@ tables whose ``CREATE TABLE`` was in a prompt Vanna sent.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import re
 from typing import Any
 
@@ -157,11 +156,11 @@ class VannaAdapter:
         self.statement_timeout = float(ctx.options.get("statement_timeout") or 30)
         self.vn.run_sql = self._run_sql
         self.vn.run_sql_is_set = True
-        with contextlib.redirect_stdout(io.StringIO()):
-            for ddl in table_chunks(ctx.schema_ddl).values():
-                self.vn.train(ddl=ddl)
-            for doc in schema_documentation(ctx.schema_ddl):
-                self.vn.train(documentation=doc)
+        # vn.train(ddl=...) is add_ddl(...) after printing the whole DDL; call it directly
+        for ddl in table_chunks(ctx.schema_ddl).values():
+            self.vn.add_ddl(ddl)
+        for doc in schema_documentation(ctx.schema_ddl):
+            self.vn.add_documentation(doc)
 
     def _run_sql(self, sql: str, **kwargs: Any) -> Any:
         """Vanna's ``run_sql`` hook, for intermediate SQL: the sandbox on the read-only DSN."""
@@ -178,9 +177,8 @@ class VannaAdapter:
         if self.vn is None or self.proxy is None:
             raise AdapterError("the vanna adapter was not prepared")
         recording = self.proxy.record(q.id, sample, self.timeout)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                sql = self.vn.generate_sql(q.question, allow_llm_to_see_data=True)
+        try:  # (Vanna prints one "Using model ..." line per call; pytest captures it)
+            sql = self.vn.generate_sql(q.question, allow_llm_to_see_data=True)
         except Exception:
             recording.check("vanna")
             raise

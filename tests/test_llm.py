@@ -84,7 +84,8 @@ CASES = [
     ("<think>maybe SELECT 9? no</think>\n```sql\nSELECT 10\n```", "SELECT 10"),
     ("<think>SELECT 9</think>SELECT 10", "SELECT 10"),
     ("```sql\nSELECT a FROM t WHERE", "SELECT a FROM t WHERE"),  # cut off: the unclosed fence
-    ("I cannot answer that.", "I cannot answer that."),
+    ("I cannot answer that.", ""),
+    ("Use the VALUES list.", ""),
     ("", ""),
     ("SELECT 'it''s; fine' AS x; SELECT 2", "SELECT 2"),
     ("Try: SELECT 1;\nor rather: SELECT 2;", "SELECT 2"),
@@ -355,6 +356,15 @@ def test_tools_rejected_by_the_endpoint(tmp_path: Path) -> None:
         ):
             _client(stub.url, tmp_path).chat(MSGS, question_id="q", tools=tools)
         assert stub.requests[0]["tools"] == tools
+
+
+def test_a_400_about_something_else_is_not_a_tools_problem(tmp_path: Path) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    too_long = Raw(400, b'{"error": {"message": "maximum context length is 8192 tokens"}}')
+    with ChatStub([too_long]) as stub, pytest.raises(LLMError) as info:
+        _client(stub.url, tmp_path).chat(MSGS, question_id="q", tools=tools)
+    assert not isinstance(info.value, ToolsUnsupported)
+    assert "HTTP 400: maximum context length" in str(info.value)
 
 
 def test_tool_calls_round_trip_through_the_cache(tmp_path: Path) -> None:

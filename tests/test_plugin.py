@@ -110,6 +110,7 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "model",
         "temperature",
         "samples",
+        "strategy",
         "n_questions",
         "tables",
         "schemas",

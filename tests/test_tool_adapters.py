@@ -663,3 +663,14 @@ def test_promptquery_replays_offline_through_the_cache(
     assert [q["pred_sql"] for q in one["questions"]] == [q["pred_sql"] for q in two["questions"]]
     assert two["metrics"]["tokens_prompt"] == one["metrics"]["tokens_prompt"] == 400
     assert all(q["usage"]["cached_calls"] == 2 for q in two["questions"])
+
+
+def test_din_sql_failure_keeps_the_billed_usage(tiny_state: Any, tmp_path: Path) -> None:
+    with ChatStub(_din_responder("EASY", "", ANSWER)) as stub:
+        adapter = make_adapter("din-sql")
+        adapter.prepare(_ctx(tiny_state, stub.url, tmp_path / "llm.sqlite3"))
+        with pytest.raises(AdapterError, match="generation step returned no SQL") as info:
+            adapter.generate(Q)
+    assert len(stub.requests) == 3
+    usage = info.value.usage  # type: ignore[attr-defined]
+    assert (usage["prompt_tokens"], usage["calls"]) == (9000 + 800 + 850, 3)

@@ -92,7 +92,7 @@ def extract_sql(text: str | None) -> str:
        candidate that parses as PostgreSQL (sqlglot) wins; else the last parsing candidate
        starting at a SELECT/WITH anywhere in the text (``The answer is SELECT ...``); else the
        last line-start candidate.
-    5. Otherwise the whole text.
+    5. Otherwise there is no query: ``""``.
 
     The result has ``SQL:``-style prefixes, surrounding whitespace and trailing semicolons
     removed.
@@ -128,9 +128,7 @@ def _extract(text: str) -> str:
     anywhere = [c for c in _candidates(text, _QUERY_ANYWHERE) if _parses(c)]
     if anywhere:
         return anywhere[-1]
-    if starts:
-        return starts[-1]
-    return _clean(text)
+    return starts[-1] if starts else ""
 
 
 def _candidates(text: str, pattern: re.Pattern[str]) -> list[str]:

@@ -19,11 +19,14 @@ Public API (stable; adapters in other modules build on it):
   ``llm_ms``); ``meter.latencies_s`` lists each call's latency.
 - :class:`ResponseCache` -- the SQLite cache; :func:`cache_key` -- its key.
 - :func:`extract_sql` -- the SQL in a model's free-text answer (from :mod:`pytest_heron.extract`).
+- :func:`attach_usage` -- put a meter's usage on an error before re-raising it, so the runner
+  records what a failed question billed.
 - :func:`deadline_after` -- a ``time.monotonic()`` deadline from a per-question time limit.
 - Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
   ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
   answered something unusable), :class:`CacheMiss` (offline and not cached),
-  :class:`ToolsUnsupported` (the endpoint rejected a request with tools).
+  :class:`ToolsUnsupported` (the endpoint rejected a request with tools: HTTP 404 or 422, or
+  a 400 whose message mentions tools or functions).
 
 A typical adapter::
 
@@ -53,10 +56,12 @@ The SDK's own retries are off.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import json
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -79,6 +84,7 @@ __all__ = [
     "ToolCall",
     "ToolsUnsupported",
     "api_key",
+    "attach_usage",
     "cache_key",
     "client_for",
     "deadline_after",
@@ -366,6 +372,14 @@ class Meter:
             }
 
 
+def attach_usage(exc: BaseException, meter: Meter) -> None:
+    """Record on ``exc`` (as ``exc.usage``) what the meter counted, when it counted any call;
+    the runner puts it in the failed question's ``usage`` so billed tokens are never lost."""
+    if meter.calls:
+        with contextlib.suppress(AttributeError):  # an exception type with __slots__
+            exc.usage = meter.usage()  # type: ignore[attr-defined]
+
+
 # -- the client -------------------------------------------------------------------------------
 
 
@@ -606,7 +620,7 @@ class ChatClient:
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 last = f"HTTP {status}: {_error_message(exc)}"
-                if tools and status in TOOL_REJECT_STATUSES:
+                if tools and _refuses_tools(status, _error_message(exc)):
                     raise ToolsUnsupported(
                         f"the endpoint rejected a request with tools ({last}); the model or "
                         "server does not support tool calls"
@@ -634,6 +648,15 @@ class ChatClient:
                 raise LLMError(f"out of time retrying the LLM call ({last})")
             time.sleep(wait)
         raise LLMError(f"the LLM call failed after {self.config.max_attempts} attempts: {last}")
+
+
+def _refuses_tools(status: int, message: str) -> bool:
+    """Whether an HTTP error on a request with tools means "no tool support": a 404 or 422, or
+    a 400 whose message is about tools or functions (a 400 for, say, an over-long prompt is
+    not)."""
+    if status not in TOOL_REJECT_STATUSES:
+        return False
+    return status != 400 or bool(re.search(r"tool|function", message, re.IGNORECASE))
 
 
 def _error_message(exc: Any) -> str:

@@ -21,6 +21,7 @@ CONDITION_KEYS = (
     "model",
     "temperature",
     "samples",
+    "strategy",
     "n_questions",
     "tables",
     "schemas",
@@ -102,7 +103,9 @@ def conditions_line(c: Mapping[str, Any]) -> str:
     return (
         f"adapter={c.get('adapter')} scale={c.get('scale')} seeds={seeds} states={c.get('states')}"
         f" model={c.get('model') or 'n/a'} temperature={c.get('temperature')}"
-        f" samples={c.get('samples')} n={c.get('n_questions')}"
+        f" samples={c.get('samples')}"
+        + (f" strategy={c['strategy']}" if c.get("strategy") else "")
+        + f" n={c.get('n_questions')}"
         f" backend={c.get('backend')} postgres={c.get('postgres_version')}"
         f" data={c.get('tables')} tables/{c.get('rows')} rows"
     )

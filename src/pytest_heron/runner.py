@@ -64,6 +64,12 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _usage_of(exc: BaseException) -> Any:
+    """What a failed adapter billed before failing, when it says so (an LLM adapter attaches
+    its meter's usage to the error as ``usage``)."""
+    return _plain(getattr(exc, "usage", None))
+
+
 def new_outcome(q: Question) -> dict[str, Any]:
     return {
         "id": q.id,
@@ -109,13 +115,15 @@ def score_question(
         out.update(error_kind="invalid_prediction", error=str(exc))
         return out
     except AdapterError as exc:
-        out.update(error_kind="adapter_error", error=str(exc))
+        out.update(error_kind="adapter_error", error=str(exc), usage=_usage_of(exc))
         return out
     except TimeoutError as exc:
         out.update(error_kind="adapter_timeout", error=str(exc) or "the adapter timed out")
+        out["usage"] = _usage_of(exc)
         return out
     except Exception as exc:
         out.update(error_kind="adapter_error", error=f"{type(exc).__name__}: {exc}")
+        out["usage"] = _usage_of(exc)
         return out
     finally:
         out["latency_s"] = round(time.perf_counter() - started, 6)

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, ChatReply, Meter
+from pytest_heron.llm import ChatClient, ChatReply, Meter, attach_usage
 
 
 def require(module: str, *, adapter: str, extra: str) -> ModuleType:
@@ -175,7 +175,15 @@ class Recording:
         an endpoint that failed after retries), else do nothing."""
         errors = self.errors()
         if errors:
-            raise AdapterError(f"{tool}: the LLM call failed: {errors[0]}")
+            exc = AdapterError(f"{tool}: the LLM call failed: {errors[0]}")
+            attach_usage(exc, self.meter)
+            raise exc
+
+    def failed(self, exc: BaseException, tool: str) -> None:
+        """For an ``except`` block: raise the LLM layer's error if there was one, else put the
+        billed usage on ``exc`` (``llm.attach_usage``) so the caller can re-raise it."""
+        self.check(tool)
+        attach_usage(exc, self.meter)
 
     def chats(self) -> Iterator[tuple[list[dict[str, Any]], str]]:
         """``(messages, reply text)`` of each answered exchange, in order."""

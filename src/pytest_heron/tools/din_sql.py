@@ -35,7 +35,7 @@ import re
 import time
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, client_for, extract_sql
+from pytest_heron.llm import ChatClient, Meter, attach_usage, client_for, extract_sql
 from pytest_heron.tools.common import (
     LexicalIndex,
     TableInfo,
@@ -211,9 +211,16 @@ class DinSqlAdapter:
         return sorted(names[i] for i in self.index.top(question, FALLBACK_TABLES))
 
     def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._answer(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)  # billed tokens of a failed question are not lost
+            raise
+
+    def _answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the din-sql adapter was not prepared")
-        meter = Meter()
         deadline = time.monotonic() + self.timeout
 
         def ask(messages: list[dict[str, str]]) -> str:

@@ -163,8 +163,8 @@ class LangChainAdapter:
                     f"the table-selection step named no known table: {reply[:300]!r}"
                 )
             out = self.chain.invoke({"question": q.question, "table_names_to_use": chosen})
-        except Exception:
-            recording.check("langchain")
+        except Exception as exc:
+            recording.failed(exc, "langchain")
             raise
         return Prediction(
             sql=clean_chain_output(str(out)),

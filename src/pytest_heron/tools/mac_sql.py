@@ -37,7 +37,7 @@ from typing import Any
 
 from pytest_heron import sandbox
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, client_for, extract_sql
+from pytest_heron.llm import ChatClient, Meter, attach_usage, client_for, extract_sql
 from pytest_heron.tools.common import (
     LexicalIndex,
     TableInfo,
@@ -195,10 +195,17 @@ class MacSqlAdapter:
         )
 
     def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._answer(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)  # billed tokens of a failed question are not lost
+            raise
+
+    def _answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the mac-sql adapter was not prepared")
         client = self.client
-        meter = Meter()
         deadline = time.monotonic() + self.timeout
 
         def ask(messages: list[dict[str, str]]) -> str:

@@ -33,7 +33,7 @@ import sys
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import PLACEHOLDER_KEY, client_for
+from pytest_heron.llm import PLACEHOLDER_KEY, attach_usage, client_for
 from pytest_heron.tools.common import LLMProxy, Recording, require
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
@@ -131,14 +131,18 @@ class PromptQueryAdapter:
                 stdin=subprocess.DEVNULL,
             )
         except subprocess.TimeoutExpired:
-            raise TimeoutError(f"promptquery ran longer than {self.timeout:g}s") from None
+            late = TimeoutError(f"promptquery ran longer than {self.timeout:g}s")
+            attach_usage(late, recording.meter)
+            raise late from None
         sql, tables = final_sql(recording, self.extract, self.validate)
         if done.returncode not in (0, 2, 3) or not sql:
             errors = recording.errors()
             why = f"the LLM call failed: {errors[0]}" if errors else done.stderr.strip()[-1000:]
-            raise AdapterError(
+            failed = AdapterError(
                 f"promptquery exited with status {done.returncode}: {why or '(no stderr)'}"
             )
+            attach_usage(failed, recording.meter)
+            raise failed
         return Prediction(
             sql=sql,
             tables_in_context=tables,

@@ -179,8 +179,8 @@ class VannaAdapter:
         recording = self.proxy.record(q.id, sample, self.timeout)
         try:  # (Vanna prints one "Using model ..." line per call; pytest captures it)
             sql = self.vn.generate_sql(q.question, allow_llm_to_see_data=True)
-        except Exception:
-            recording.check("vanna")
+        except Exception as exc:
+            recording.failed(exc, "vanna")
             raise
         recording.check("vanna")
         prompts = "\n".join(

@@ -1,0 +1,427 @@
+"""The built-in LLM adapters: ``raw-llm`` (the whole schema in the prompt) and ``agent`` (a
+tool-calling loop that explores the database with read-only queries).
+
+Both reach the model through :mod:`pytest_heron.llm` (retries, cache, offline replay, billed
+usage) and report ``usage`` (billed tokens, calls, cached calls) for the question.
+
+``raw-llm`` puts the whole DDL, comments included, in the system prompt; ``--heron-strategy``
+chooses ``zero-shot``, ``few-shot`` (worked examples on this schema, none of them a benchmark
+question), ``self-correct`` (the answer is run in the sandbox on the first state's read-only
+connection; on an error the model is shown the database's message and asked again, at most
+:data:`MAX_CORRECTIONS` times) or ``few-shot+self-correct``. Its ``tables_in_context`` is every
+table: it sees the whole schema.
+
+``agent`` sees the schemas' descriptions and the table names with their one-line comments, and
+two tools: ``run_sql_query(sql)`` (runs in the sandbox; returns the row count, column names and
+the first :data:`PREVIEW_ROWS` rows, or the error) and ``results_ok()``, which submits. The
+answer is the **last query that ran successfully** before ``results_ok`` was called. The loop
+makes at most :data:`MAX_AGENT_CALLS` LLM calls and stops at the question's deadline. An
+endpoint that rejects a request with tools (HTTP 400/404/422), or a model that twice in a row
+answers in text without ever calling a tool, is reported as
+:class:`~pytest_heron.llm.ToolsUnsupported`. Its ``tables_in_context`` is the sorted set of
+benchmark tables referenced by the queries it ran.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_heron import sandbox
+from pytest_heron.errors import AdapterError
+from pytest_heron.llm import (
+    ChatClient,
+    Meter,
+    ToolsUnsupported,
+    attach_usage,
+    client_for,
+    deadline_after,
+    extract_sql,
+)
+from pytest_heron.options import STRATEGIES
+from pytest_heron.types import BenchmarkContext, Prediction, Question
+
+MAX_CORRECTIONS = 2
+MAX_AGENT_CALLS = 20
+PREVIEW_ROWS = 10
+CELL_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Example:
+    """A worked example for few-shot prompting: a question on this schema and its SQL."""
+
+    question: str
+    sql: str
+
+
+# Written for this schema and run against a seeded state by tests/test_llm_adapters.py, which
+# also checks that no example's question or SQL is a benchmark question's. They show the
+# schema's conventions (tenant filter, soft delete, minor units) on tables few questions use.
+FEW_SHOT: tuple[Example, ...] = (
+    Example(
+        "How many active warehouses does tenant 3 run in each country?",
+        "SELECT country_code, count(*) AS warehouses\n"
+        "FROM inventory.warehouses\n"
+        "WHERE tenant_id = 3 AND is_active\n"
+        "GROUP BY country_code\n"
+        "ORDER BY country_code",
+    ),
+    Example(
+        "List the five most used support macros of tenant 1 that have not been deleted, "
+        "with how often each was used.",
+        "SELECT id, title, usage_count\n"
+        "FROM support.macros\n"
+        "WHERE tenant_id = 1 AND deleted_at IS NULL\n"
+        "ORDER BY usage_count DESC, id\n"
+        "LIMIT 5",
+    ),
+    Example(
+        "For tenant 2, how many unfinished CRM tasks (open or in progress) is each staff "
+        "member assigned? Show their e-mail address.",
+        "SELECT u.email, count(*) AS open_tasks\n"
+        "FROM crm.tasks AS t\n"
+        "JOIN core.users AS u ON u.id = t.assigned_to_user_id AND u.tenant_id = t.tenant_id\n"
+        "WHERE t.tenant_id = 2 AND t.status IN ('open', 'in_progress')\n"
+        "GROUP BY u.email\n"
+        "ORDER BY open_tasks DESC, u.email",
+    ),
+    Example(
+        "What is the total of the issued or applied credit notes of tenant 4 in each currency, "
+        "in major units of that currency?",
+        "SELECT cn.currency_code,\n"
+        "       sum(cn.amount_minor) / 10 ^ c.minor_units AS total\n"
+        "FROM billing.credit_notes AS cn\n"
+        "JOIN core.currencies AS c ON c.code = cn.currency_code\n"
+        "WHERE cn.tenant_id = 4 AND cn.status IN ('issued', 'applied')\n"
+        "GROUP BY cn.currency_code, c.minor_units\n"
+        "ORDER BY cn.currency_code",
+    ),
+)
+
+RULES = (
+    "Answer with exactly one read-only PostgreSQL query (SELECT or WITH) in a single ```sql "
+    "block. Use schema-qualified table names. Follow the schema's comments: they say how to "
+    "filter tenants, soft-deleted rows, currencies and time zones. Return only the columns the "
+    "question asks for."
+)
+
+RAW_SYSTEM = (
+    "You are an expert PostgreSQL 16 analyst. You write SQL for a multi-tenant B2B commerce "
+    "platform whose database schema (DDL with comments) is below.\n\n{rules}\n\n"
+    "-- Database schema --\n{ddl}"
+)
+
+CORRECTION = (
+    "Running that query on the database failed ({kind}): {error}\n"
+    "Fix the query. Reply with the corrected SQL in one ```sql block."
+)
+NO_SQL = "Your answer contains no SQL query. Reply with the SQL in one ```sql block."
+
+
+def _options(ctx: BenchmarkContext) -> tuple[float | None, float]:
+    timeout = ctx.options.get("timeout")
+    statement = ctx.options.get("statement_timeout")
+    return (
+        float(timeout) if timeout is not None else None,
+        float(statement) if statement is not None else 30.0,
+    )
+
+
+class RawLLMAdapter:
+    """The whole schema in the system prompt; zero-shot, few-shot and/or self-correcting."""
+
+    name = "raw-llm"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.client: ChatClient | None = None
+        self.strategy = "zero-shot"
+        self.system = ""
+        self.tables: list[str] = []
+        self.dsn = ""
+        self.time_limit: float | None = None
+        self.statement_timeout = 30.0
+
+    def prepare(self, ctx: BenchmarkContext) -> None:
+        strategy = str(ctx.options.get("strategy") or "zero-shot")
+        if strategy not in STRATEGIES:
+            raise AdapterError(f"--heron-strategy: unknown strategy {strategy!r}")
+        self.strategy = strategy
+        self.client = client_for(ctx, self.name, self.version)
+        self.system = RAW_SYSTEM.format(rules=RULES, ddl=ctx.schema_ddl.strip())
+        self.tables = sorted(ctx.tables)
+        self.dsn = ctx.dsn
+        self.time_limit, self.statement_timeout = _options(ctx)
+
+    @property
+    def few_shot(self) -> bool:
+        return self.strategy.startswith("few-shot")
+
+    @property
+    def self_correct(self) -> bool:
+        return self.strategy.endswith("self-correct")
+
+    def messages(self, question: str) -> list[dict[str, Any]]:
+        """The first request's messages for ``question`` under this adapter's strategy."""
+        out: list[dict[str, Any]] = [{"role": "system", "content": self.system}]
+        if self.few_shot:
+            for ex in FEW_SHOT:
+                out.append({"role": "user", "content": ex.question})
+                out.append({"role": "assistant", "content": f"```sql\n{ex.sql}\n```"})
+        out.append({"role": "user", "content": question})
+        return out
+
+    def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._generate(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)
+            raise
+
+    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
+        if self.client is None:
+            raise AdapterError("the raw-llm adapter was not prepared")
+        deadline = deadline_after(self.time_limit)
+        messages = self.messages(q.question)
+        trace: list[dict[str, Any]] = []
+
+        def ask() -> str:
+            assert self.client is not None
+            reply = self.client.chat(
+                messages, question_id=q.id, sample=sample, meter=meter, deadline=deadline
+            )
+            messages.append(reply.message())
+            return extract_sql(reply.content)
+
+        sql = ask()
+        for _ in range(MAX_CORRECTIONS if self.self_correct else 0):
+            if not sql:
+                feedback = NO_SQL
+            else:
+                result = sandbox.execute(self.dsn, sql, timeout_s=self.statement_timeout)
+                if result.ok or result.error_kind == "result_too_large":
+                    break
+                feedback = CORRECTION.format(kind=result.error_kind, error=result.error)
+            trace.append({"sql": sql, "feedback": feedback})
+            messages.append({"role": "user", "content": feedback})
+            sql = ask()
+        if not sql:
+            raise AdapterError(f"the model's answer contains no SQL (after {meter.calls} calls)")
+        return Prediction(
+            sql=sql,
+            tables_in_context=list(self.tables),
+            usage=meter.usage(),
+            trace={"strategy": self.strategy, "corrections": trace},
+        )
+
+
+# -- agent ------------------------------------------------------------------------------------
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "run_sql_query",
+            "description": (
+                "Run one read-only PostgreSQL query (SELECT or WITH) on the database. Returns "
+                f"the row count, the column names and the first {PREVIEW_ROWS} rows, or the "
+                "database's error message."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {"sql": {"type": "string", "description": "the query to run"}},
+                "required": ["sql"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "results_ok",
+            "description": (
+                "Submit: call this when the last query you ran successfully is the final "
+                "answer to the question."
+            ),
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+]
+
+AGENT_SYSTEM = (
+    "You are an expert PostgreSQL 16 analyst answering questions about the database of a "
+    "multi-tenant B2B commerce platform. You cannot see the columns up front: explore with the "
+    "run_sql_query tool (for example information_schema.columns, or "
+    "col_description('schema.table'::regclass, ordinal_position) for a column's comment, and "
+    "obj_description('schema.table'::regclass) for a table's), check your query's result, then "
+    "call results_ok. The answer is the last query that ran successfully before results_ok: "
+    "make sure it returns exactly what the question asks for. Use schema-qualified table names "
+    "and follow the comments (tenants, soft-deleted rows, currencies, time zones).\n\n"
+    "-- Schemas --\n{schemas}\n\n-- Tables --\n{tables}"
+)
+NUDGE = (
+    "Use the tools: run_sql_query to run a query, results_ok when the last query that ran "
+    "successfully is the answer."
+)
+NOTHING_RAN = "No query has run successfully yet: run the answer with run_sql_query first."
+
+_SCHEMA_COMMENT = re.compile(r"COMMENT ON SCHEMA (\w+) IS '((?:[^']|'')*)';")
+_TABLE_COMMENT = re.compile(r"COMMENT ON TABLE (\w+\.\w+) IS '((?:[^']|'')*)';")
+
+
+def catalogue(ddl: str, tables: Sequence[str]) -> tuple[str, str]:
+    """The agent's overview: one line per schema and per table with the first sentence of its
+    comment (cut at 160 characters)."""
+
+    def first_sentence(text: str) -> str:
+        text = text.replace("''", "'").strip()
+        cut = text.find(". ")
+        text = text if cut == -1 else text[: cut + 1]
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    schemas = {m.group(1): first_sentence(m.group(2)) for m in _SCHEMA_COMMENT.finditer(ddl)}
+    comments = {m.group(1): first_sentence(m.group(2)) for m in _TABLE_COMMENT.finditer(ddl)}
+    schema_lines = [f"{name}: {schemas[name]}" for name in sorted(schemas)]
+    table_lines = [f"{t}: {comments.get(t, '')}".rstrip(": ") for t in sorted(tables)]
+    return "\n".join(schema_lines), "\n".join(table_lines)
+
+
+def tables_referenced(sql: str, known: set[str] | frozenset[str]) -> set[str]:
+    """Benchmark tables (of ``known``) a query references; nothing when it does not parse."""
+    from pytest_heron.audit import tables_read
+
+    try:
+        return {t for t in tables_read(sql) if t in known}
+    except Exception:
+        return set()
+
+
+def _cell(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    text = value.hex() if isinstance(value, (bytes, memoryview)) else str(value)
+    return text if len(text) <= CELL_CHARS else text[: CELL_CHARS - 3] + "..."
+
+
+def tool_result(result: sandbox.ExecResult) -> str:
+    """What ``run_sql_query`` tells the model (JSON text)."""
+    if not result.ok:
+        return json.dumps({"error": f"{result.error_kind}: {result.error}"})
+    return json.dumps(
+        {
+            "row_count": len(result.rows),
+            "columns": result.columns,
+            "rows": [[_cell(v) for v in row] for row in result.rows[:PREVIEW_ROWS]],
+        },
+        default=str,
+    )
+
+
+class AgentAdapter:
+    """A tool-calling loop: explore with ``run_sql_query``, submit with ``results_ok``."""
+
+    name = "agent"
+    version = "1"
+
+    def __init__(self) -> None:
+        self.client: ChatClient | None = None
+        self.system = ""
+        self.known: frozenset[str] = frozenset()
+        self.dsn = ""
+        self.time_limit: float | None = None
+        self.statement_timeout = 30.0
+
+    def prepare(self, ctx: BenchmarkContext) -> None:
+        self.client = client_for(ctx, self.name, self.version)
+        schemas, tables = catalogue(ctx.schema_ddl, ctx.tables)
+        self.system = AGENT_SYSTEM.format(schemas=schemas, tables=tables)
+        self.known = frozenset(ctx.tables)
+        self.dsn = ctx.dsn
+        self.time_limit, self.statement_timeout = _options(ctx)
+
+    def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self._generate(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)
+            raise
+
+    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
+        if self.client is None:
+            raise AdapterError("the agent adapter was not prepared")
+        deadline = deadline_after(self.time_limit)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": q.question},
+        ]
+        ran: list[str] = []
+        last_ok: str | None = None
+        tools_used = False
+        text_only = 0
+        for _ in range(MAX_AGENT_CALLS):
+            if deadline is not None and _now() >= deadline:
+                raise TimeoutError(f"the agent ran out of time after {meter.calls} LLM calls")
+            reply = self.client.chat(
+                messages,
+                question_id=q.id,
+                sample=sample,
+                tools=TOOLS,
+                meter=meter,
+                deadline=deadline,
+            )
+            messages.append(reply.message())
+            if not reply.tool_calls:
+                text_only += 1
+                if not tools_used and text_only >= 2:
+                    raise ToolsUnsupported(
+                        "the model answered in text twice without calling a tool: the endpoint "
+                        "or model does not seem to support tool calls (try --heron-adapter "
+                        "raw-llm)"
+                    )
+                messages.append({"role": "user", "content": NUDGE})
+                continue
+            text_only = 0
+            tools_used = True
+            for call in reply.tool_calls:
+                if call.name == "results_ok":
+                    if last_ok is not None:
+                        return self._prediction(last_ok, ran, meter)
+                    content = NOTHING_RAN
+                elif call.name == "run_sql_query":
+                    sql = str(call.parsed_arguments().get("sql") or "").strip()
+                    if not sql:
+                        content = json.dumps({"error": "run_sql_query needs a 'sql' argument"})
+                    else:
+                        ran.append(sql)
+                        result = sandbox.execute(self.dsn, sql, timeout_s=self.statement_timeout)
+                        if result.ok:
+                            last_ok = sql
+                        content = tool_result(result)
+                else:
+                    content = json.dumps({"error": f"unknown tool {call.name!r}"})
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+        raise AdapterError(
+            f"the agent did not call results_ok within {MAX_AGENT_CALLS} LLM calls "
+            f"({len(ran)} queries run)"
+        )
+
+    def _prediction(self, sql: str, ran: Sequence[str], meter: Meter) -> Prediction:
+        tables: set[str] = set()
+        for text in ran:
+            tables |= tables_referenced(text, self.known)
+        return Prediction(
+            sql=sql,
+            tables_in_context=sorted(tables),
+            usage=meter.usage(),
+            trace={"queries": list(ran)},
+        )
+
+
+def _now() -> float:
+    return time.monotonic()

@@ -1,0 +1,579 @@
+"""The raw-llm and agent adapters against the scripted endpoint and a real seeded state, first
+called directly, then through whole plugin runs (pytester subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chat_stub import ChatStub, Raw, completion, rate_limited
+from pytest_heron.backends import cache_dir
+from pytest_heron.errors import AdapterError
+from pytest_heron.generate import load_bundle
+from pytest_heron.llm import ToolsUnsupported
+from pytest_heron.llm_adapters import (
+    FEW_SHOT,
+    MAX_AGENT_CALLS,
+    AgentAdapter,
+    RawLLMAdapter,
+    catalogue,
+    tables_referenced,
+)
+from pytest_heron.questions import load_questions
+from pytest_heron.sandbox import execute
+from pytest_heron.types import BenchmarkContext, Question
+
+pytest_plugins = ["pytester"]
+
+HERON_CACHE = cache_dir()  # read before pytester points HOME at a temporary folder
+
+Q = Question(
+    id="t1",
+    question="How many tenants are there?",
+    gold_sql="SELECT count(*) FROM core.tenants",
+    gold_tables=("core.tenants",),
+    shape="single",
+    retrieval="named",
+)
+
+
+def _ctx(dsn: str, url: str | None, cache: Path, **options: Any) -> BenchmarkContext:
+    bundle = load_bundle()
+    opts: dict[str, Any] = {
+        "endpoint": url,
+        "model": "m",
+        "temperature": 0.0,
+        "timeout": 60.0,
+        "statement_timeout": 10.0,
+        "strategy": "zero-shot",
+        "llm_cache": str(cache),
+        "offline": False,
+        "data_version": bundle.data_version,
+    }
+    opts.update(options)
+    return BenchmarkContext(
+        dsn=dsn,
+        dialect="postgres",
+        scale="tiny",
+        seed=42,
+        schema_ddl=bundle.ddl,
+        tables=tuple(sorted(bundle.tables)),
+        options=opts,
+    )
+
+
+def _raw(tiny_state: Any, url: str, tmp_path: Path, strategy: str) -> RawLLMAdapter:
+    adapter = RawLLMAdapter()
+    adapter.prepare(_ctx(tiny_state.reader_dsn, url, tmp_path / "c.sqlite3", strategy=strategy))
+    return adapter
+
+
+def _sql(text: str) -> str:
+    return f"Here it is:\n```sql\n{text};\n```"
+
+
+# -- few-shot examples ------------------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().rstrip(";").lower()
+
+
+def test_few_shot_examples_are_not_benchmark_questions_and_run(tiny_state: Any) -> None:
+    questions = load_questions(None)
+    assert len(questions) >= 100
+    texts = {_norm(q.question) for q in questions}
+    golds = {_norm(q.gold_sql) for q in questions}
+    assert len(FEW_SHOT) >= 3
+    for ex in FEW_SHOT:
+        assert _norm(ex.question) not in texts and _norm(ex.sql) not in golds
+        result = execute(tiny_state.reader_dsn, ex.sql, timeout_s=10)
+        assert result.ok, (ex.question, result.error)
+        assert result.rows, f"the example returns no rows on tiny/42: {ex.question}"
+
+
+# -- raw-llm, called directly -----------------------------------------------------------------
+
+
+def test_zero_shot_prompt_has_the_whole_schema(tiny_state: Any, tmp_path: Path) -> None:
+    with ChatStub([completion(_sql(Q.gold_sql), prompt_tokens=50, completion_tokens=9)]) as stub:
+        adapter = _raw(tiny_state, stub.url, tmp_path, "zero-shot")
+        pred = adapter.generate(Q)
+    assert pred.sql == Q.gold_sql
+    assert pred.usage == {
+        "prompt_tokens": 50,
+        "completion_tokens": 9,
+        "calls": 1,
+        "cached_calls": 0,
+        "llm_ms": pred.usage["llm_ms"],  # type: ignore[index]
+    }
+    assert pred.tables_in_context == sorted(load_bundle().tables)
+    assert len(pred.tables_in_context) == 211
+    (body,) = stub.requests
+    system, user = body["messages"]
+    assert system["role"] == "system" and "COMMENT ON TABLE core.tenants" in system["content"]
+    assert "CREATE TABLE support.kb_articles" in system["content"]
+    assert user == {"role": "user", "content": Q.question}
+
+
+def test_few_shot_prompt_has_the_examples_as_turns(tiny_state: Any, tmp_path: Path) -> None:
+    with ChatStub([completion(_sql(Q.gold_sql))]) as stub:
+        _raw(tiny_state, stub.url, tmp_path, "few-shot").generate(Q)
+    messages = stub.requests[0]["messages"]
+    assert len(messages) == 2 + 2 * len(FEW_SHOT)
+    assert [m["role"] for m in messages[1:-1]] == ["user", "assistant"] * len(FEW_SHOT)
+    assert messages[1]["content"] == FEW_SHOT[0].question
+    assert FEW_SHOT[0].sql in messages[2]["content"]
+    assert messages[-1]["content"] == Q.question
+
+
+def test_self_correct_shows_the_database_error_and_stops_when_it_runs(
+    tiny_state: Any, tmp_path: Path
+) -> None:
+    script = [
+        completion(_sql("SELECT count(*) FROM core.tenant"), prompt_tokens=10),
+        completion(_sql("SELECT count(nope) FROM core.tenants"), prompt_tokens=20),
+        completion(_sql(Q.gold_sql), prompt_tokens=30),
+        completion(_sql("SELECT 'never asked'")),
+    ]
+    with ChatStub(script) as stub:
+        pred = _raw(tiny_state, stub.url, tmp_path, "self-correct").generate(Q)
+    assert pred.sql == Q.gold_sql and len(stub.requests) == 3
+    assert pred.usage is not None and pred.usage["prompt_tokens"] == 60
+    second, third = stub.requests[1]["messages"], stub.requests[2]["messages"]
+    assert second[-2]["role"] == "assistant" and "core.tenant;" in second[-2]["content"]
+    assert second[-1]["role"] == "user"
+    assert 'relation "core.tenant" does not exist' in second[-1]["content"]
+    assert 'column "nope" does not exist' in third[-1]["content"]
+
+
+def test_self_correct_makes_at_most_two_rounds(tiny_state: Any, tmp_path: Path) -> None:
+    bad = [completion(_sql(f"SELECT {i} FROM core.nothing_{i}")) for i in range(5)]
+    with ChatStub(bad) as stub:
+        pred = _raw(tiny_state, stub.url, tmp_path, "self-correct").generate(Q)
+    assert len(stub.requests) == 3  # the answer and two corrections
+    assert pred.sql == "SELECT 2 FROM core.nothing_2"  # scored as it is (a db_error)
+
+
+def test_self_correct_asks_again_when_there_is_no_sql(tiny_state: Any, tmp_path: Path) -> None:
+    script = [completion("I am not sure."), completion(_sql(Q.gold_sql))]
+    with ChatStub(script) as stub:
+        pred = _raw(tiny_state, stub.url, tmp_path, "few-shot+self-correct").generate(Q)
+    assert pred.sql == Q.gold_sql
+    assert "contains no SQL" in stub.requests[1]["messages"][-1]["content"]
+    assert len(stub.requests[0]["messages"]) == 2 + 2 * len(FEW_SHOT)
+
+
+def test_a_failed_question_still_reports_what_it_billed(tiny_state: Any, tmp_path: Path) -> None:
+    script = [completion("No idea.", prompt_tokens=70, completion_tokens=2)] * 3
+    with ChatStub(script) as stub, pytest.raises(AdapterError, match="contains no SQL") as info:
+        _raw(tiny_state, stub.url, tmp_path, "self-correct").generate(Q)
+    assert len(stub.requests) == 3
+    usage = info.value.usage  # type: ignore[attr-defined]
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["calls"]) == (210, 6, 3)
+
+
+def test_zero_shot_does_not_execute_or_correct(tiny_state: Any, tmp_path: Path) -> None:
+    script = [completion(_sql("SELECT * FROM core.nothing")), completion(_sql("SELECT 1"))]
+    with ChatStub(script) as stub:
+        pred = _raw(tiny_state, stub.url, tmp_path, "few-shot").generate(Q)
+    assert pred.sql == "SELECT * FROM core.nothing" and len(stub.requests) == 1
+
+
+def test_samples_are_separate_calls(tiny_state: Any, tmp_path: Path) -> None:
+    script = [completion(_sql(f"SELECT {i}")) for i in range(2)]
+    with ChatStub(script) as stub:
+        adapter = _raw(tiny_state, stub.url, tmp_path, "zero-shot")
+        answers = [adapter.generate(Q, sample=s).sql for s in (0, 1, 0, 1)]
+    assert answers == ["SELECT 0", "SELECT 1", "SELECT 0", "SELECT 1"]
+    assert len(stub.requests) == 2
+
+
+def test_prepare_needs_a_model(tiny_state: Any, tmp_path: Path) -> None:
+    with pytest.raises(AdapterError, match="--heron-model"):
+        RawLLMAdapter().prepare(_ctx(tiny_state.reader_dsn, "http://x/v1", tmp_path, model=None))
+
+
+# -- agent, called directly -------------------------------------------------------------------
+
+
+def _agent(tiny_state: Any, url: str, tmp_path: Path) -> AgentAdapter:
+    adapter = AgentAdapter()
+    adapter.prepare(_ctx(tiny_state.reader_dsn, url, tmp_path / "c.sqlite3"))
+    return adapter
+
+
+def _run(sql: str) -> dict[str, Any]:
+    return completion(None, tool_calls=[("run_sql_query", {"sql": sql})], prompt_tokens=100)
+
+
+def _ok() -> dict[str, Any]:
+    return completion(None, tool_calls=[("results_ok", {})], prompt_tokens=100)
+
+
+def test_agent_runs_queries_and_submits_the_last_successful_one(
+    tiny_state: Any, tmp_path: Path
+) -> None:
+    script = [
+        _ok(),  # submitting before anything ran is refused
+        _run("SELECT tenant_id, count(*) FROM orders.customers GROUP BY 1 ORDER BY 1"),
+        _run("SELECT count(*) FROM core.tenants"),
+        _run("SELECT count(*) FROM core.no_such_table"),  # fails: not the answer
+        _ok(),
+    ]
+    with ChatStub(script) as stub:
+        pred = _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    assert pred.sql == "SELECT count(*) FROM core.tenants"
+    assert pred.tables_in_context == ["core.tenants", "orders.customers"]
+    assert pred.usage is not None and pred.usage["calls"] == 5
+    assert pred.usage["prompt_tokens"] == 500
+    assert len(stub.requests) == 5
+    first = stub.requests[0]
+    assert [t["function"]["name"] for t in first["tools"]] == ["run_sql_query", "results_ok"]
+    assert "orders.customers" in first["messages"][0]["content"]  # the table list
+    assert "CREATE TABLE" not in first["messages"][0]["content"]  # but not the DDL
+    assert "No query has run successfully" in stub.requests[1]["messages"][-1]["content"]
+    rows = json.loads(stub.requests[2]["messages"][-1]["content"])
+    assert rows["columns"] == ["tenant_id", "count"] and rows["row_count"] >= 1
+    assert len(rows["rows"]) <= 10
+    last = stub.requests[4]["messages"]
+    assert last[-1]["role"] == "tool" and "does not exist" in last[-1]["content"]
+    assert last[-2]["tool_calls"][0]["function"]["name"] == "run_sql_query"
+
+
+def test_agent_makes_at_most_twenty_calls(tiny_state: Any, tmp_path: Path) -> None:
+    endless = ChatStub(lambda body: _run(f"SELECT {len(body['messages'])}"))
+    with (
+        endless as stub,
+        pytest.raises(AdapterError, match=f"did not call results_ok within {MAX_AGENT_CALLS}"),
+    ):
+        _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    assert len(stub.requests) == MAX_AGENT_CALLS == 20
+
+
+def test_agent_reports_an_endpoint_without_tools(tiny_state: Any, tmp_path: Path) -> None:
+    rejected = Raw(400, b'{"error": {"message": "tools is not supported for this model"}}')
+    with (
+        ChatStub([rejected]) as stub,
+        pytest.raises(ToolsUnsupported, match=r"rejected a request with tools \(HTTP 400"),
+    ):
+        _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    prose = [completion("There are 5 tenants."), completion("SELECT count(*) FROM core.tenants")]
+    with (
+        ChatStub(prose) as stub,
+        pytest.raises(ToolsUnsupported, match="answered in text twice without calling"),
+    ):
+        _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    assert len(stub.requests) == 2
+    assert "Use the tools" in stub.requests[1]["messages"][-1]["content"]
+
+
+def test_agent_catalogue_and_table_extraction() -> None:
+    bundle = load_bundle()
+    schemas, tables = catalogue(bundle.ddl, sorted(bundle.tables))
+    assert len(schemas.splitlines()) == 14 and schemas.startswith("analytics: ")
+    assert len(tables.splitlines()) == 211
+    assert any(line.startswith("core.currencies: ISO 4217") for line in tables.splitlines())
+    known = frozenset(bundle.tables)
+    sql = (
+        "WITH t AS (SELECT id FROM core.tenants) SELECT * FROM t "
+        "JOIN orders.customers c ON c.tenant_id = t.id, information_schema.columns"
+    )
+    assert tables_referenced(sql, known) == {"core.tenants", "orders.customers"}
+    assert tables_referenced("SELEC nonsense (", known) == set()
+
+
+# -- whole plugin runs ------------------------------------------------------------------------
+
+PRIVATE = """\
+- id: v001
+  question: Which numbers from one to three are odd, in order?
+  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
+  gold_tables: []
+  shape: single
+  retrieval: named
+- id: v002
+  question: Pair each letter with its number.
+  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
+  gold_tables: []
+  shape: join
+  retrieval: lexical_gap
+- id: v003
+  question: How many tenants are there?
+  gold_sql: SELECT count(*) AS tenants FROM core.tenants
+  gold_tables: [core.tenants]
+  shape: single
+  retrieval: named
+- id: v004
+  question: Nothing at all.
+  gold_sql: SELECT 1 WHERE false
+  gold_tables: []
+  shape: single
+  retrieval: one_hop
+  empty_probe: true
+"""
+GOLD = {
+    "Which numbers from one to three are odd, in order?": (
+        "v001",
+        "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x",
+    ),
+    "Pair each letter with its number.": (
+        "v002",
+        "SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)",
+    ),
+    "How many tenants are there?": ("v003", "SELECT count(*) AS tenants FROM core.tenants"),
+    "Nothing at all.": ("v004", "SELECT 1 WHERE false"),
+}
+FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
+
+
+def _question_of(body: dict[str, Any]) -> str:
+    """The benchmark question in a request (the agent's and raw-llm's first user message)."""
+    users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+    return next(u for u in reversed(users) if u in GOLD) if users else ""
+
+
+class Billing:
+    """A responder answering each question with its gold SQL (or a wrong one for ``wrong``),
+    billing a distinct, known number of tokens per call."""
+
+    def __init__(self, wrong: tuple[str, ...] = ()) -> None:
+        self.wrong = wrong
+        self.billed: list[tuple[int, int]] = []
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any]:
+        qid, gold = GOLD[_question_of(body)]
+        sql = "SELECT 'wrong' AS answer" if qid in self.wrong else gold
+        prompt = 1000 + sum(len(str(m.get("content") or "")) for m in body["messages"]) % 997
+        done = 3 + int(qid[1:]) * 11
+        self.billed.append((prompt, done))
+        return completion(_sql(sql), prompt_tokens=prompt, completion_tokens=done)
+
+
+@pytest.fixture
+def heron_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private question folder; the inner runs share the real embedded server and states."""
+    monkeypatch.setenv("HERON_CACHE_DIR", str(HERON_CACHE))
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    return folder
+
+
+def _doc(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {q["id"]: q for q in doc["questions"]}
+
+
+def test_raw_llm_run_scores_bills_exactly_and_replays_from_the_cache(
+    pytester: pytest.Pytester, heron_env: Path
+) -> None:
+    billing = Billing(wrong=("v002",))
+    with ChatStub(billing) as stub:
+        args = [
+            "--heron-adapter=raw-llm",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            f"--heron-questions={heron_env}",
+            "--heron-llm-cache=llm.sqlite3",
+            *FAST,
+        ]
+        first = pytester.runpytest_subprocess(*args, "--heron-output=one.json")
+        first.assert_outcomes(passed=3, failed=1)
+        first.stdout.fnmatch_lines(
+            ["*heron benchmark*", "adapter=raw-llm *strategy=zero-shot n=4*"]
+        )
+        assert len(stub.requests) == 4
+        second = pytester.runpytest_subprocess(*args, "--heron-output=two.json")
+        second.assert_outcomes(passed=3, failed=1)
+        assert len(stub.requests) == 4  # the identical run sent nothing
+    one, two = _doc(pytester.path / "one.json"), _doc(pytester.path / "two.json")
+    assert one["metrics"]["ex_multistate"] == 75.0
+    assert one["metrics"]["tokens_prompt"] == sum(p for p, _ in billing.billed)
+    assert one["metrics"]["tokens_completion"] == sum(c for _, c in billing.billed)
+    assert one["conditions"]["strategy"] == "zero-shot" and one["conditions"]["model"] == "m"
+    for key in ("tokens_prompt", "tokens_completion", "ex_multistate"):
+        assert two["metrics"][key] == one["metrics"][key]
+    q1, q2 = _by_id(one), _by_id(two)
+    assert q1["v003"]["tables_in_context"] == sorted(load_bundle().tables)
+    assert (q1["v003"]["usage"]["calls"], q1["v003"]["usage"]["cached_calls"]) == (1, 0)
+    assert (q2["v003"]["usage"]["calls"], q2["v003"]["usage"]["cached_calls"]) == (1, 1)
+    assert q1["v002"]["error_kind"] is None and not q1["v002"]["correct"]
+
+    # Offline, with no endpoint at all: the same answers from the cache.
+    offline = [a for a in args if not a.startswith("--heron-endpoint")]
+    replay = pytester.runpytest_subprocess(*offline, "--heron-offline", "--heron-output=off.json")
+    replay.assert_outcomes(passed=3, failed=1)
+    assert _doc(pytester.path / "off.json")["metrics"]["tokens_prompt"] == sum(
+        p for p, _ in billing.billed
+    )
+    # Offline with a model the cache has never seen: every question fails, saying why.
+    miss = pytester.runpytest_subprocess(
+        *[a for a in offline if a != "--heron-model=m"],
+        "--heron-model=other",
+        "--heron-offline",
+        "--heron-output=miss.json",
+    )
+    miss.assert_outcomes(failed=4)
+    v001 = _by_id(_doc(pytester.path / "miss.json"))["v001"]
+    assert v001["error_kind"] == "adapter_error"
+    assert "no cached reply for question v001" in v001["error"]
+    assert "llm.sqlite3" in v001["error"]
+
+
+def _erratic(calls: dict[str, int]) -> Callable[[dict[str, Any]], Any]:
+    def respond(body: dict[str, Any]) -> Any:
+        qid, gold = GOLD[_question_of(body)]
+        calls[qid] = calls.get(qid, 0) + 1
+        if qid == "v001":
+            if calls[qid] == 1:
+                return rate_limited(0)
+            return completion(_sql(gold), prompt_tokens=40, completion_tokens=4)
+        if qid == "v002":
+            return Raw(200, b"<html>gateway hiccup</html>")
+        if qid == "v003":
+            return Raw(200, b'{"id": "x", "object": "chat.completion", "usage": {}}')
+        return completion("", prompt_tokens=12)
+
+    return respond
+
+
+def test_rate_limits_retry_and_broken_replies_become_adapter_errors(
+    pytester: pytest.Pytester, heron_env: Path
+) -> None:
+    calls: dict[str, int] = {}
+    with ChatStub(_erratic(calls)) as stub:
+        args = [
+            "--heron-adapter=raw-llm",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            f"--heron-questions={heron_env}",
+            "--heron-llm-cache=llm.sqlite3",
+            "--heron-output=e.json",
+            *FAST,
+        ]
+        result = pytester.runpytest_subprocess(*args)
+        result.assert_outcomes(passed=1, failed=3)
+        assert calls == {"v001": 2, "v002": 1, "v003": 1, "v004": 1}
+        out = _by_id(_doc(pytester.path / "e.json"))
+        assert out["v001"]["correct"] and out["v001"]["usage"]["prompt_tokens"] == 40
+        assert out["v004"]["usage"]["prompt_tokens"] == 12  # billed, though the reply was empty
+        assert out["v002"]["usage"] is None  # nothing billed
+        assert _doc(pytester.path / "e.json")["metrics"]["tokens_prompt"] == 40 + 12
+        for qid, text in (
+            ("v002", "malformed response from the endpoint: not JSON: '<html>gateway hiccup"),
+            ("v003", "malformed response from the endpoint: no choices"),
+            ("v004", "the model returned an empty reply"),
+        ):
+            assert out[qid]["error_kind"] == "adapter_error"
+            assert text in out[qid]["error"], out[qid]["error"]
+        result.stdout.fnmatch_lines(["*adapter_error: *no choices*"])
+        pytester.runpytest_subprocess(*args).assert_outcomes(passed=1, failed=3)
+        assert calls == {"v001": 2, "v002": 2, "v003": 2, "v004": 2}  # errors are not cached
+
+
+def test_agent_run_under_xdist(pytester: pytest.Pytester, heron_env: Path) -> None:
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        _, gold = GOLD[_question_of(body)]
+        if body["messages"][-1]["role"] == "tool":
+            return completion(None, tool_calls=[("results_ok", {})], prompt_tokens=7)
+        return completion(None, tool_calls=[("run_sql_query", {"sql": gold})], prompt_tokens=5)
+
+    with ChatStub(respond) as stub:
+        result = pytester.runpytest_subprocess(
+            "--heron-adapter=agent",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            f"--heron-questions={heron_env}",
+            "--heron-llm-cache=llm.sqlite3",
+            "--heron-output=a.json",
+            "-n",
+            "2",
+            *FAST,
+        )
+    result.assert_outcomes(passed=4)
+    doc = _doc(pytester.path / "a.json")
+    assert doc["metrics"]["ex_multistate"] == 100.0
+    assert doc["metrics"]["tokens_prompt"] == 4 * (5 + 7) and len(stub.requests) == 8
+    assert doc["conditions"]["strategy"] is None
+    assert _by_id(doc)["v003"]["tables_in_context"] == ["core.tenants"]
+    assert _by_id(doc)["v001"]["tables_in_context"] == []
+
+
+def test_strategy_lands_in_results_under_xdist(pytester: pytest.Pytester, heron_env: Path) -> None:
+    billing = Billing()
+    with ChatStub(billing) as stub:
+        result = pytester.runpytest_subprocess(
+            "--heron-adapter=raw-llm",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            "--heron-strategy=few-shot+self-correct",
+            f"--heron-questions={heron_env}",
+            "--heron-llm-cache=llm.sqlite3",
+            "--heron-output=s.json",
+            "-n",
+            "2",
+            *FAST,
+        )
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["adapter=raw-llm *strategy=few-shot+self-correct *"])
+    doc = _doc(pytester.path / "s.json")
+    assert doc["conditions"]["strategy"] == "few-shot+self-correct"
+    assert doc["metrics"]["tokens_prompt"] == sum(p for p, _ in billing.billed)
+    assert all(len(r["messages"]) == 2 + 2 * len(FEW_SHOT) for r in stub.requests)
+
+
+def test_a_killed_run_resumes_without_repeating_calls(
+    pytester: pytest.Pytester, heron_env: Path
+) -> None:
+    billing = Billing()
+    victim: dict[str, subprocess.Popen[bytes]] = {}
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        reply = billing(body)
+        if GOLD[_question_of(body)][0] == "v003" and "proc" in victim:
+            os.kill(victim.pop("proc").pid, signal.SIGKILL)  # dies waiting for this reply
+            time.sleep(0.5)
+        return reply
+
+    with ChatStub(respond) as stub:
+        args = [
+            "--heron-adapter=raw-llm",
+            f"--heron-endpoint={stub.url}",
+            "--heron-model=m",
+            f"--heron-questions={heron_env}",
+            "--heron-llm-cache=llm.sqlite3",
+            "--heron-output=r.json",
+            *FAST,
+        ]
+        proc = pytester.popen(
+            [sys.executable, "-m", "pytest", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        victim["proc"] = proc
+        assert proc.wait(timeout=300) == -signal.SIGKILL
+        asked = [GOLD[_question_of(b)][0] for b in stub.requests]
+        assert asked == ["v001", "v002", "v003"]
+        assert not (pytester.path / "r.json").exists()
+        resumed = pytester.runpytest_subprocess(*args, "--heron-resume")
+        resumed.assert_outcomes(passed=2, deselected=2)
+        asked = [GOLD[_question_of(b)][0] for b in stub.requests]
+        assert asked == ["v001", "v002", "v003", "v003", "v004"]  # v003 was never answered
+    doc = _doc(pytester.path / "r.json")
+    assert doc["metrics"]["ex_multistate"] == 100.0 and len(doc["questions"]) == 4
+    counted = billing.billed[:2] + billing.billed[3:]  # the killed call's reply never arrived
+    assert doc["metrics"]["tokens_prompt"] == sum(p for p, _ in counted)

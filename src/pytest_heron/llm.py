@@ -207,16 +207,28 @@ class ResponseCache:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS replies ("
-                " key TEXT PRIMARY KEY,"
-                " reply TEXT NOT NULL,"
-                " model TEXT NOT NULL,"
-                " question TEXT NOT NULL,"
-                " created REAL NOT NULL)"
-            )
+        # Switching to WAL can report "database is locked" at once, without waiting on the busy
+        # handler, while another process is creating or recovering the same file: retry it.
+        give_up = time.monotonic() + self.BUSY_TIMEOUT_S
+        while True:
+            conn = self._connect()
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(
+                    "CREATE TABLE IF NOT EXISTS replies ("
+                    " key TEXT PRIMARY KEY,"
+                    " reply TEXT NOT NULL,"
+                    " model TEXT NOT NULL,"
+                    " question TEXT NOT NULL,"
+                    " created REAL NOT NULL)"
+                )
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > give_up:
+                    raise
+                time.sleep(0.05)
+            finally:
+                conn.close()
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, timeout=self.BUSY_TIMEOUT_S, isolation_level=None)

@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_heron.errors import AdapterError
 from pytest_heron.extract import extract_sql
+from pytest_heron.types import Prediction, Question
 
 __all__ = [
     "CacheMiss",
@@ -390,6 +391,23 @@ def attach_usage(exc: BaseException, meter: Meter) -> None:
     if meter.calls:
         with contextlib.suppress(AttributeError):  # an exception type with __slots__
             exc.usage = meter.usage()  # type: ignore[attr-defined]
+
+
+class MeteredAdapter:
+    """Base for adapters built on this client: :meth:`generate` hands :meth:`answer` a fresh
+    :class:`Meter` for the question and, when the answer fails, attaches what was billed to the
+    exception (see :func:`attach_usage`). Subclasses implement ``prepare`` and ``answer``."""
+
+    def generate(self, q: Question, sample: int = 0) -> Prediction:
+        meter = Meter()
+        try:
+            return self.answer(q, sample, meter)
+        except Exception as exc:
+            attach_usage(exc, meter)  # billed tokens of a failed question are not lost
+            raise
+
+    def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
+        raise NotImplementedError
 
 
 # -- the client -------------------------------------------------------------------------------

@@ -37,8 +37,8 @@ from pytest_heron.errors import AdapterError
 from pytest_heron.llm import (
     ChatClient,
     Meter,
+    MeteredAdapter,
     ToolsUnsupported,
-    attach_usage,
     client_for,
     deadline_after,
     extract_sql,
@@ -133,7 +133,7 @@ def _options(ctx: BenchmarkContext) -> tuple[float | None, float]:
     )
 
 
-class RawLLMAdapter:
+class RawLLMAdapter(MeteredAdapter):
     """The whole schema in the system prompt; zero-shot, few-shot and/or self-correcting."""
 
     name = "raw-llm"
@@ -177,15 +177,7 @@ class RawLLMAdapter:
         out.append({"role": "user", "content": question})
         return out
 
-    def generate(self, q: Question, sample: int = 0) -> Prediction:
-        meter = Meter()
-        try:
-            return self._generate(q, sample, meter)
-        except Exception as exc:
-            attach_usage(exc, meter)
-            raise
-
-    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
+    def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the raw-llm adapter was not prepared")
         deadline = deadline_after(self.time_limit)
@@ -323,7 +315,7 @@ def tool_result(result: sandbox.ExecResult) -> str:
     )
 
 
-class AgentAdapter:
+class AgentAdapter(MeteredAdapter):
     """A tool-calling loop: explore with ``run_sql_query``, submit with ``results_ok``."""
 
     name = "agent"
@@ -345,15 +337,7 @@ class AgentAdapter:
         self.dsn = ctx.dsn
         self.time_limit, self.statement_timeout = _options(ctx)
 
-    def generate(self, q: Question, sample: int = 0) -> Prediction:
-        meter = Meter()
-        try:
-            return self._generate(q, sample, meter)
-        except Exception as exc:
-            attach_usage(exc, meter)
-            raise
-
-    def _generate(self, q: Question, sample: int, meter: Meter) -> Prediction:
+    def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the agent adapter was not prepared")
         deadline = deadline_after(self.time_limit)

@@ -35,7 +35,7 @@ import re
 import time
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, attach_usage, client_for, extract_sql
+from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
 from pytest_heron.tools.common import (
     LexicalIndex,
     TableInfo,
@@ -162,7 +162,7 @@ def sub_questions(reply: str) -> str:
     return re.sub(r"(?im)^.*label\s*:.*$", "", reply).strip() or "(none given)"
 
 
-class DinSqlAdapter:
+class DinSqlAdapter(MeteredAdapter):
     """See the module docstring."""
 
     name = "din-sql"
@@ -210,15 +210,7 @@ class DinSqlAdapter:
         names = list(self.chunks)
         return sorted(names[i] for i in self.index.top(question, FALLBACK_TABLES))
 
-    def generate(self, q: Question, sample: int = 0) -> Prediction:
-        meter = Meter()
-        try:
-            return self._answer(q, sample, meter)
-        except Exception as exc:
-            attach_usage(exc, meter)  # billed tokens of a failed question are not lost
-            raise
-
-    def _answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
+    def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the din-sql adapter was not prepared")
         deadline = time.monotonic() + self.timeout

@@ -37,7 +37,7 @@ from typing import Any
 
 from pytest_heron import sandbox
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, attach_usage, client_for, extract_sql
+from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
 from pytest_heron.tools.common import (
     LexicalIndex,
     TableInfo,
@@ -165,7 +165,7 @@ def parse_selection(reply: str, known: dict[str, TableInfo]) -> dict[str, list[s
     return dict(sorted(out.items()))
 
 
-class MacSqlAdapter:
+class MacSqlAdapter(MeteredAdapter):
     """See the module docstring."""
 
     name = "mac-sql"
@@ -194,15 +194,7 @@ class MacSqlAdapter:
             schema=schema_block(everything, {}, brief=True), fks=_fk_lines(self.fks)
         )
 
-    def generate(self, q: Question, sample: int = 0) -> Prediction:
-        meter = Meter()
-        try:
-            return self._answer(q, sample, meter)
-        except Exception as exc:
-            attach_usage(exc, meter)  # billed tokens of a failed question are not lost
-            raise
-
-    def _answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
+    def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the mac-sql adapter was not prepared")
         client = self.client

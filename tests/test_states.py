@@ -77,3 +77,33 @@ def test_two_processes_build_a_state_once(server: Server) -> None:
     assert all(p.returncode == 0 for p in procs)
     assert outs[0] == outs[1]  # the second process reused the first one's build
     _drop(server, name)
+
+
+def test_other_data_versions_are_dropped_only_when_idle(server: Server) -> None:
+    from pytest_heron.states import _drop_other_versions
+
+    names = {
+        "idle": "heron_tiny_9917_aaaaaaaaaaaa",
+        "busy": "heron_tiny_9917_bbbbbbbbbbbb",
+        "building": "heron_tiny_9917_cccccccccccc__building",
+        "current": "heron_tiny_9917_dddddddddddd",
+        "other_seed": "heron_tiny_99170_eeeeeeeeeeee",
+    }
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        for name in names.values():
+            _drop(server, name)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            with psycopg.connect(server.dsn(names["busy"])):  # another version's run, mid-way
+                dropped = _drop_other_versions(conn, "tiny", 9917, keep=names["current"])
+            left = {
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT datname FROM pg_database WHERE datname LIKE 'heron_tiny_9917%'"
+                ).fetchall()
+            }
+        finally:
+            for name in names.values():
+                _drop(server, name)
+    assert dropped == [names["idle"]]
+    assert left == {names["busy"], names["building"], names["current"], names["other_seed"]}

@@ -249,13 +249,26 @@ def ensure_state(
 
 def _drop_other_versions(
     conn: psycopg.Connection[tuple[object, ...]], scale: str, seed: int, keep: str
-) -> None:
-    """Drop states of the same ``(scale, seed)`` built from an older data version."""
+) -> list[str]:
+    """Drop idle states of the same ``(scale, seed)`` built from another data version; return
+    the names dropped.
+
+    Another installed version of heron (a second checkout, a pinned project) may be using its
+    own state right now, so nothing is forced: a state with a session open is kept (DROP
+    DATABASE without FORCE refuses), and half-built states of other versions are left to the
+    builder that owns them (it drops its own leftovers before building again)."""
     prefix = f"heron_{scale}_{seed}_"
     rows = conn.execute(
         "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY 1", (prefix,)
     ).fetchall()
+    dropped = []
     for (other,) in rows:
         rest = str(other)[len(prefix) :]
-        if other != keep and "_" not in rest.replace("__building", ""):
-            _drop(conn, str(other))
+        if other == keep or "_" in rest.replace("__building", "") or rest.endswith("__building"):
+            continue
+        try:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(str(other))))
+        except psycopg.errors.ObjectInUse:
+            continue
+        dropped.append(str(other))
+    return dropped

@@ -11,6 +11,8 @@ MODULES = [
     "pytest_heron.metrics",
     "pytest_heron.generate.streams",
     "pytest_heron.llm",
+    "pytest_heron.llm_cache",
+    "pytest_heron.pricing",
     "pytest_heron.extract",
 ]
 

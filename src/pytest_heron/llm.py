@@ -57,6 +57,7 @@ The SDK's own retries are off.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import email.utils
 import json
 import os
@@ -87,6 +88,7 @@ __all__ = [
     "LLMConfig",
     "LLMError",
     "Meter",
+    "MeteredAdapter",
     "ResponseCache",
     "ToolCall",
     "ToolsUnsupported",
@@ -98,6 +100,7 @@ __all__ = [
     "deadline_after",
     "default_cache_path",
     "extract_sql",
+    "time_limits",
 ]
 
 if TYPE_CHECKING:
@@ -284,6 +287,17 @@ def attach_usage(exc: BaseException, meter: Meter) -> None:
     if meter.calls:
         with contextlib.suppress(AttributeError):  # an exception type with __slots__
             exc.usage = meter.usage()  # type: ignore[attr-defined]
+
+
+def time_limits(ctx: BenchmarkContext) -> tuple[float, float]:
+    """The per-question time limit (``--heron-timeout``, 120 s when absent) and the per-statement
+    limit (``--heron-statement-timeout``, 30 s when absent) from ``ctx.options``."""
+    timeout = ctx.options.get("timeout")
+    statement = ctx.options.get("statement_timeout")
+    return (
+        float(timeout) if timeout is not None else 120.0,
+        float(statement) if statement is not None else 30.0,
+    )
 
 
 class MeteredAdapter:
@@ -490,14 +504,7 @@ class ChatClient:
         if not self.config.endpoint:
             raise AdapterError("LLM adapters need --heron-endpoint")
         reply = self._request(messages, tools, params, deadline)
-        reply = ChatReply(
-            content=reply.content,
-            tool_calls=reply.tool_calls,
-            finish_reason=reply.finish_reason,
-            prompt_tokens=reply.prompt_tokens,
-            completion_tokens=reply.completion_tokens,
-            latency_s=time.monotonic() - started,
-        )
+        reply = dataclasses.replace(reply, latency_s=time.monotonic() - started)
         if meter is not None:
             meter.add(reply)
         if not (reply.content or "").strip() and not reply.tool_calls:

@@ -42,6 +42,7 @@ from pytest_heron.llm import (
     client_for,
     deadline_after,
     extract_sql,
+    time_limits,
 )
 from pytest_heron.options import STRATEGIES
 from pytest_heron.types import BenchmarkContext, Prediction, Question
@@ -124,15 +125,6 @@ CORRECTION = (
 NO_SQL = "Your answer contains no SQL query. Reply with the SQL in one ```sql block."
 
 
-def _options(ctx: BenchmarkContext) -> tuple[float | None, float]:
-    timeout = ctx.options.get("timeout")
-    statement = ctx.options.get("statement_timeout")
-    return (
-        float(timeout) if timeout is not None else None,
-        float(statement) if statement is not None else 30.0,
-    )
-
-
 class RawLLMAdapter(MeteredAdapter):
     """The whole schema in the system prompt; zero-shot, few-shot and/or self-correcting."""
 
@@ -157,7 +149,7 @@ class RawLLMAdapter(MeteredAdapter):
         self.system = RAW_SYSTEM.format(rules=RULES, ddl=ctx.schema_ddl.strip())
         self.tables = sorted(ctx.tables)
         self.dsn = ctx.dsn
-        self.time_limit, self.statement_timeout = _options(ctx)
+        self.time_limit, self.statement_timeout = time_limits(ctx)
 
     @property
     def few_shot(self) -> bool:
@@ -335,7 +327,7 @@ class AgentAdapter(MeteredAdapter):
         self.system = AGENT_SYSTEM.format(schemas=schemas, tables=tables)
         self.known = frozenset(ctx.tables)
         self.dsn = ctx.dsn
-        self.time_limit, self.statement_timeout = _options(ctx)
+        self.time_limit, self.statement_timeout = time_limits(ctx)
 
     def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:

@@ -120,7 +120,13 @@ class ResponseCache:
             conn.close()
 
 
-def default_cache_path() -> Path:
-    from pytest_heron.backends import cache_dir
+CACHE_FILE = "llm-cache.sqlite3"  # inside --heron-cache DIR
 
-    return cache_dir() / "llm-cache.sqlite3"
+
+def default_cache_path(folder: Path | None = None) -> Path:
+    """The cache file in ``folder`` (``--heron-cache``), by default the heron cache folder."""
+    if folder is None:
+        from pytest_heron.backends import cache_dir
+
+        folder = cache_dir()
+    return folder / CACHE_FILE

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 Outcome = Mapping[str, Any]
@@ -256,14 +256,20 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def ves(outcomes: Sequence[Outcome]) -> float | None:
-    """Valid Efficiency Score: ``100/N * sum(1[correct] * sqrt(t_gold / t_pred))`` over the
-    questions whose times were measured (the per-question factor is stored as ``ves``)."""
+def _timed_share(outcomes: Sequence[Outcome], credit: Callable[[float], float]) -> float | None:
+    """``100/N * sum(1[correct] * credit(factor))`` over the questions whose times were measured
+    (wrong answers count, with 0); ``factor`` is the stored ``sqrt(t_gold / t_pred)``."""
     timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
     if not timed:
         return None
-    total = sum(float(o["ves"]) for o in timed if o["correct"] and o.get("ves") is not None)
+    total = sum(credit(float(o["ves"])) for o in timed if o["correct"] and o.get("ves") is not None)
     return round(100.0 * total / len(timed), 4)
+
+
+def ves(outcomes: Sequence[Outcome]) -> float | None:
+    """Valid Efficiency Score: ``100/N * sum(1[correct] * sqrt(t_gold / t_pred))`` over the
+    questions whose times were measured (the per-question factor is stored as ``ves``)."""
+    return _timed_share(outcomes, lambda factor: factor)
 
 
 def ves_reward(ratio: float) -> float:
@@ -289,13 +295,7 @@ def r_ves(outcomes: Sequence[Outcome]) -> float | None:
     """R-VES: ``100/N * sum(1[correct] * reward(t_gold / t_pred))`` over the same questions as
     :func:`ves` (the stored factor is ``sqrt(t_gold / t_pred)``, so the ratio is its square).
     Less sensitive than VES to timing noise on fast queries, since the reward is bucketed."""
-    timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
-    if not timed:
-        return None
-    total = sum(
-        ves_reward(float(o["ves"]) ** 2) for o in timed if o["correct"] and o.get("ves") is not None
-    )
-    return round(100.0 * total / len(timed), 4)
+    return _timed_share(outcomes, lambda factor: ves_reward(factor * factor))
 
 
 GRADE_WEIGHTS = {

@@ -77,6 +77,19 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def _adapter_failure(exc: Exception) -> tuple[str, str]:
+    """The error kind and message of an adapter that did not produce a usable prediction."""
+    if isinstance(exc, AdapterTimeout):
+        return "adapter_timeout", str(exc)
+    if isinstance(exc, InvalidPrediction):
+        return "invalid_prediction", str(exc)
+    if isinstance(exc, AdapterError):
+        return "adapter_error", str(exc)
+    if isinstance(exc, TimeoutError):
+        return "adapter_timeout", str(exc) or "the adapter timed out"
+    return "adapter_error", f"{type(exc).__name__}: {exc}"
+
+
 def _usage_of(exc: BaseException) -> Any:
     """What a failed adapter billed before failing, when it says so (an LLM adapter attaches
     its meter's usage to the error as ``usage``)."""
@@ -124,33 +137,24 @@ def score_question(
     (for EX@k), and ``usage`` is summed over all samples, since every sample was billed."""
     gold_rows: dict[int, Any] = {}
     with_index = samples > 1 and accepts_sample(adapter)
-    first = _score_sample(
-        adapter,
-        q,
-        states,
-        gold_rows,
-        adapter_timeout,
-        statement_timeout,
-        sample=0 if with_index else None,
-    )
+    every = [
+        _score_sample(
+            adapter,
+            q,
+            states,
+            gold_rows,
+            adapter_timeout,
+            statement_timeout,
+            sample=i if with_index else None,
+        )
+        for i in range(samples)
+    ]
+    first = every[0]
     if first["correct"] and time_runs:
         first["ves"] = _efficiency(
             states[0], q.gold_sql, first["pred_sql"], statement_timeout, time_runs
         )
     if samples > 1:
-        rest = [
-            _score_sample(
-                adapter,
-                q,
-                states,
-                gold_rows,
-                adapter_timeout,
-                statement_timeout,
-                sample=i if with_index else None,
-            )
-            for i in range(1, samples)
-        ]
-        every = [first, *rest]
         first["samples"] = [
             {
                 "sample": i,
@@ -197,22 +201,9 @@ def _score_sample(
     try:
         raw = _call_with_deadline(adapter, q, adapter_timeout, sample)
         pred: Prediction = to_prediction(raw)
-    except AdapterTimeout as exc:
-        out.update(error_kind="adapter_timeout", error=str(exc))
-        return out
-    except InvalidPrediction as exc:
-        out.update(error_kind="invalid_prediction", error=str(exc))
-        return out
-    except AdapterError as exc:
-        out.update(error_kind="adapter_error", error=str(exc), usage=_usage_of(exc))
-        return out
-    except TimeoutError as exc:
-        out.update(error_kind="adapter_timeout", error=str(exc) or "the adapter timed out")
-        out["usage"] = _usage_of(exc)
-        return out
     except Exception as exc:
-        out.update(error_kind="adapter_error", error=f"{type(exc).__name__}: {exc}")
-        out["usage"] = _usage_of(exc)
+        kind, message = _adapter_failure(exc)
+        out.update(error_kind=kind, error=message, usage=_usage_of(exc))
         return out
     finally:
         out["latency_s"] = round(time.perf_counter() - started, 6)

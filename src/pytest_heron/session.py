@@ -19,10 +19,11 @@ import psycopg
 
 from pytest_heron import __version__, report
 from pytest_heron.adapters import make_adapter
-from pytest_heron.backends import Server, cache_dir, choose, start
+from pytest_heron.backends import Server, choose, start
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
 from pytest_heron.journal import Journal, journal_path
+from pytest_heron.llm_cache import default_cache_path
 from pytest_heron.options import Settings
 from pytest_heron.pricing import load_prices, price_for
 from pytest_heron.questions import load_questions
@@ -31,7 +32,6 @@ from pytest_heron.states import ensure_state
 from pytest_heron.types import Adapter, BenchmarkContext, Question
 
 Hook = Callable[[str], Any]
-LLM_CACHE_FILE = "llm-cache.sqlite3"  # inside --heron-cache DIR (default: the heron cache folder)
 SEED_JOBS = max(1, min(4, os.cpu_count() or 1))  # processes that load a missing state
 
 
@@ -156,7 +156,7 @@ class HeronRun:
                     "temperature": s.temperature,
                     "samples": s.samples,
                     "strategy": s.strategy,
-                    "llm_cache": str((s.cache or cache_dir()) / LLM_CACHE_FILE),
+                    "llm_cache": str(default_cache_path(s.cache)),
                     "offline": s.offline,
                     "statement_timeout": s.statement_timeout,
                     "data_version": load_bundle().data_version,

@@ -21,14 +21,14 @@ import decimal
 import operator
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.compare.values import NAN_KEY, TWO20, TWO21, Row, canon_column
+from pytest_heron.compare.values import D_ONE, NAN_KEY, TWO20, TWO21, Row, canon_column
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -63,7 +63,6 @@ class ColumnKeys:
     codes: U64
     exact: I64 | Obj
     family: str
-    _floats: F64 | None = field(default=None, repr=False)
 
 
 def _float_bits(keys: F64) -> I64:
@@ -197,7 +196,6 @@ def _numeric_column(
 
 
 _REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
-_D_ONE: Final = decimal.Decimal(1)
 
 
 def _decimal_keys(values: list[object]) -> F64 | None:
@@ -208,7 +206,7 @@ def _decimal_keys(values: list[object]) -> F64 | None:
     """
     decimals = cast("list[decimal.Decimal]", values)
     try:
-        fractions = list(map(_REMAINDER.remainder, decimals, repeat(_D_ONE)))
+        fractions = list(map(_REMAINDER.remainder, decimals, repeat(D_ONE)))
     except decimal.InvalidOperation:
         return None
     integral = np.fromiter(map(operator.not_, fractions), dtype=bool, count=len(values))

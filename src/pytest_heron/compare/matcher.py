@@ -11,7 +11,7 @@ mapping is verified on whole rows (:mod:`pytest_heron.compare.rows`).
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from pytest_heron.compare.columns import Table, generic_keys, row_codes, signature
 from pytest_heron.compare.rows import RowChecker
@@ -46,8 +46,6 @@ class Matcher(RowChecker):
         super().__init__(gold, pred, order)
         self._coarse_sig: dict[tuple[str, int], tuple[int, int]] = {}
         self._sorted_nums: dict[tuple[str, int], tuple[int, list[object]] | None] = {}
-
-    # -- driver -------------------------------------------------------------------------------
 
     # -- driver -------------------------------------------------------------------------------
 
@@ -148,13 +146,18 @@ class Matcher(RowChecker):
         anchors = [(i, c[0]) for i, c in enumerate(exact) if len(c) == 1]
         n = len(self.gold)
         psig_cache: dict[int, tuple[int, int]] = {}
+        anchor_codes: tuple[Any, Any] | None = None  # built once, when first needed
         for i, found in enumerate(cands):
             if len(found) < 2:
                 continue
             agree: set[int] = set()
             if anchors and len(exact[i]) > 1:
-                g_anchor = row_codes([self.g.codes(a) for a, _ in anchors], n)
-                p_anchor = row_codes([self.p.codes(b) for _, b in anchors], n)
+                if anchor_codes is None:
+                    anchor_codes = (
+                        row_codes([self.g.codes(a) for a, _ in anchors], n),
+                        row_codes([self.p.codes(b) for _, b in anchors], n),
+                    )
+                g_anchor, p_anchor = anchor_codes
                 target = signature(row_codes([g_anchor, self.g.codes(i)], n))
                 for j in exact[i]:
                     if j not in psig_cache:

@@ -44,7 +44,7 @@ _SIG7: Final = decimal.Context(
     Emin=decimal.MIN_EMIN,
     traps=[],
 )
-_D_ONE: Final = decimal.Decimal(1)
+D_ONE: Final = decimal.Decimal(1)
 _D_TOL: Final = decimal.Decimal("1e-6")
 
 # Plain numbers, strings, bytes, None and the datetime/uuid types are their own keys; everything
@@ -77,7 +77,7 @@ def is_integral_decimal(d: decimal.Decimal) -> bool:
 
 def canon_decimal(d: decimal.Decimal) -> object:
     if d.is_finite():
-        if d == d.to_integral_value():  # an integer: exact, like an int
+        if is_integral_decimal(d):  # an integer: exact, like an int
             if d.adjusted() < _BIG_DIGITS:
                 return int(d)
             return ("int", str(d.normalize(decimal.Context(prec=len(d.as_tuple().digits)))))
@@ -118,9 +118,7 @@ def _canon_other(v: object) -> object:
         return canon_decimal(v)
     if isinstance(v, str):
         return str(v)
-    if isinstance(v, bytes):
-        return bytes(v)
-    if isinstance(v, (bytearray, memoryview)):
+    if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v)
     if isinstance(v, list):
         return ("L", tuple(map(canon, v)))
@@ -253,7 +251,7 @@ def num_close(a: object, b: object) -> bool:
     if fx is not None and fy is not None:
         return abs(fx - fy) <= REL_TOL * max(1.0, abs(fx), abs(fy))
     dx, dy = decimal.Decimal(x), decimal.Decimal(y)
-    scale = max(_D_ONE, _DCTX.abs(dx), _DCTX.abs(dy))
+    scale = max(D_ONE, _DCTX.abs(dx), _DCTX.abs(dy))
     return _DCTX.abs(_DCTX.subtract(dx, dy)) <= _DCTX.multiply(_D_TOL, scale)
 
 

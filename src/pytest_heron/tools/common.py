@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import ChatClient, ChatReply, Meter, attach_usage
+from pytest_heron.retrieval import words
 
 
 def require(module: str, *, adapter: str, extra: str) -> ModuleType:
@@ -327,16 +328,27 @@ class LLMProxy:
 
 # -- a small lexical index (the stand-in for a tool's vector store) ---------------------------
 
-_WORD = re.compile(r"[a-z0-9]+")
+FALLBACK_TABLES = 5  # tables kept when a schema-linking reply names none
 
 
-def words(text: str) -> list[str]:
-    """Lower-case alphanumeric words; ``snake_case`` and ``schema.table`` split into parts.
+def first_sentence(text: str) -> str:
+    """The first sentence of a comment.
 
-    >>> words("COMMENT ON TABLE sales.order_items IS 'Line items'")
-    ['comment', 'on', 'table', 'sales', 'order', 'items', 'is', 'line', 'items']
+    >>> first_sentence("Orders. One row per checkout.")
+    'Orders.'
     """
-    return _WORD.findall(text.lower())
+    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0] if text else ""
+
+
+def fk_lines(pairs: list[tuple[str, str]]) -> str:
+    """Foreign keys as ``child.col = parent.col`` lines for a prompt."""
+    return "\n".join(f"{a} = {b}" for a, b in pairs) or "(none)"
+
+
+def fks_among(pairs: list[tuple[str, str]], tables: Iterable[str]) -> list[tuple[str, str]]:
+    """The foreign keys whose two ends are both in ``tables``."""
+    keep = set(tables)
+    return [p for p in pairs if all(col.rsplit(".", 1)[0] in keep for col in p)]
 
 
 def stem(word: str) -> str:

@@ -35,10 +35,21 @@ import re
 import time
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
+from pytest_heron.llm import (
+    ChatClient,
+    Meter,
+    MeteredAdapter,
+    client_for,
+    extract_sql,
+    time_limits,
+)
 from pytest_heron.tools.common import (
+    FALLBACK_TABLES,
     LexicalIndex,
     TableInfo,
+    first_sentence,
+    fk_lines,
+    fks_among,
     foreign_keys,
     schema_model,
     table_chunks,
@@ -47,7 +58,6 @@ from pytest_heron.tools.common import (
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 CLASSES = ("EASY", "NON-NESTED", "NESTED")
-FALLBACK_TABLES = 5
 
 LINK_SYSTEM = """\
 You link natural-language questions to a PostgreSQL database schema.
@@ -129,8 +139,7 @@ def compact_schema(tables: list[TableInfo]) -> str:
     """One entry per table: ``name -- first sentence of its comment`` and its column names."""
     lines = []
     for t in tables:
-        first = re.split(r"(?<=\.)\s", t.comment, maxsplit=1)[0] if t.comment else ""
-        lines.append(f"{t.name} -- {first}".rstrip(" -"))
+        lines.append(f"{t.name} -- {first_sentence(t.comment)}".rstrip(" -"))
         lines.append("  columns: " + ", ".join(c.name for c in t.columns))
     return "\n".join(lines)
 
@@ -179,28 +188,14 @@ class DinSqlAdapter(MeteredAdapter):
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)
-        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.timeout = time_limits(ctx)[0]
         self.tables = schema_model(ctx.schema_ddl)
         self.chunks = table_chunks(ctx.schema_ddl)
         self.index = LexicalIndex(self.chunks.values())
         self.fks = foreign_keys(ctx.dsn, self.tables)
         self.link_system = LINK_SYSTEM.format(
-            schema=compact_schema(list(self.tables.values())), fks=_fk_lines(self.fks)
+            schema=compact_schema(list(self.tables.values())), fks=fk_lines(self.fks)
         )
-
-    def _ask(
-        self,
-        messages: list[dict[str, str]],
-        q: Question,
-        sample: int,
-        meter: Meter,
-        deadline: float,
-    ) -> str:
-        assert self.client is not None
-        reply = self.client.chat(
-            messages, question_id=q.id, sample=sample, meter=meter, deadline=deadline
-        )
-        return reply.content or ""
 
     def linked_tables(self, links: str, reply: str, question: str) -> list[str]:
         known = list(self.tables)
@@ -213,10 +208,14 @@ class DinSqlAdapter(MeteredAdapter):
     def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:
             raise AdapterError("the din-sql adapter was not prepared")
+        client = self.client
         deadline = time.monotonic() + self.timeout
 
         def ask(messages: list[dict[str, str]]) -> str:
-            return self._ask(messages, q, sample, meter, deadline)
+            reply = client.chat(
+                messages, question_id=q.id, sample=sample, meter=meter, deadline=deadline
+            )
+            return reply.content or ""
 
         link_reply = ask(
             [
@@ -228,7 +227,7 @@ class DinSqlAdapter(MeteredAdapter):
         tables = self.linked_tables(links, link_reply, q.question)
         context = {
             "ddl": "\n\n".join(self.chunks[t] for t in tables),
-            "fks": _fk_lines([p for p in self.fks if _both_in(p, tables)]),
+            "fks": fk_lines(fks_among(self.fks, tables)),
             "links": links or "(none given)",
         }
         system = GENERATE_SYSTEM.format(**context)
@@ -264,11 +263,3 @@ class DinSqlAdapter(MeteredAdapter):
                 "replies": [link_reply, class_reply, gen_reply, fix_reply],
             },
         )
-
-
-def _both_in(pair: tuple[str, str], tables: list[str]) -> bool:
-    return all(col.rsplit(".", 1)[0] in tables for col in pair)
-
-
-def _fk_lines(pairs: list[tuple[str, str]]) -> str:
-    return "\n".join(f"{a} = {b}" for a, b in pairs) or "(none)"

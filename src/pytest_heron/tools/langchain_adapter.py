@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import PLACEHOLDER_KEY, client_for
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for, time_limits
 from pytest_heron.tools.common import (
     LLMProxy,
     require,
@@ -122,7 +122,7 @@ class LangChainAdapter:
         sqlalchemy = require("sqlalchemy", adapter="langchain", extra="langchain")
         database_class = _database_class()
         client = client_for(ctx, self.name, self.version)
-        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.timeout = time_limits(ctx)[0]
         self.proxy = LLMProxy(client)
         llm = lc_openai.ChatOpenAI(
             model=client.config.model,

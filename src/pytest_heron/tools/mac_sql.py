@@ -37,10 +37,21 @@ from typing import Any
 
 from pytest_heron import sandbox
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
+from pytest_heron.llm import (
+    ChatClient,
+    Meter,
+    MeteredAdapter,
+    client_for,
+    extract_sql,
+    time_limits,
+)
 from pytest_heron.tools.common import (
+    FALLBACK_TABLES,
     LexicalIndex,
     TableInfo,
+    first_sentence,
+    fk_lines,
+    fks_among,
     foreign_keys,
     schema_model,
     table_chunks,
@@ -49,7 +60,6 @@ from pytest_heron.tools.common import (
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 MAX_REFINE = 3
-FALLBACK_TABLES = 5
 
 SELECTOR_SYSTEM = """\
 You are a database administrator. A PostgreSQL database has many tables; for the question you \
@@ -106,10 +116,6 @@ Find the cause using the schema, and write a corrected query that answers the qu
 with the corrected SQL in a ```sql block."""
 
 
-def _first_sentence(text: str) -> str:
-    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0] if text else ""
-
-
 def schema_block(tables: list[TableInfo], columns: dict[str, list[str] | None], brief: bool) -> str:
     """MAC-SQL's schema layout: ``# Table: name`` then ``(column, description)`` items.
     ``columns`` maps a table to the columns to show (None: all); ``brief`` keeps only the
@@ -119,12 +125,12 @@ def schema_block(tables: list[TableInfo], columns: dict[str, list[str] | None], 
         keep = columns.get(t.name)
         head = f"# Table: {t.name}"
         if t.comment:
-            head += f" -- {_first_sentence(t.comment) if brief else t.comment}"
+            head += f" -- {first_sentence(t.comment) if brief else t.comment}"
         items = []
         for c in t.columns:
             if keep is not None and c.name not in keep:
                 continue
-            note = _first_sentence(c.comment) if brief else c.comment
+            note = first_sentence(c.comment) if brief else c.comment
             items.append(f"  ({c.name}, {c.definition}{'. ' + note if note else ''}),")
         out.append(head + "\n[\n" + "\n".join(items) + "\n]")
     return "\n".join(out)
@@ -176,6 +182,7 @@ class MacSqlAdapter(MeteredAdapter):
         self.tables: dict[str, TableInfo] = {}
         self.fks: list[tuple[str, str]] = []
         self.index = LexicalIndex()
+        self.index_names: list[str] = []
         self.selector_system = ""
         self.dsn = ""
         self.timeout = 120.0
@@ -183,15 +190,16 @@ class MacSqlAdapter(MeteredAdapter):
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)
-        self.timeout = float(ctx.options.get("timeout") or 120)
-        self.statement_timeout = float(ctx.options.get("statement_timeout") or 30)
+        self.timeout, self.statement_timeout = time_limits(ctx)
         self.dsn = ctx.dsn
         self.tables = schema_model(ctx.schema_ddl)
-        self.index = LexicalIndex(table_chunks(ctx.schema_ddl).values())
+        chunks = table_chunks(ctx.schema_ddl)
+        self.index = LexicalIndex(chunks.values())
+        self.index_names = list(chunks)  # the index answers positions in this order
         self.fks = foreign_keys(ctx.dsn, self.tables)
         everything = list(self.tables.values())
         self.selector_system = SELECTOR_SYSTEM.format(
-            schema=schema_block(everything, {}, brief=True), fks=_fk_lines(self.fks)
+            schema=schema_block(everything, {}, brief=True), fks=fk_lines(self.fks)
         )
 
     def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
@@ -215,15 +223,14 @@ class MacSqlAdapter(MeteredAdapter):
         kept = parse_selection(select_reply, self.tables)
         if not kept:
             named = tables_mentioned(select_reply, list(self.tables))
-            names = list(self.tables)
             fallback = named or sorted(
-                names[i] for i in self.index.top(q.question, FALLBACK_TABLES)
+                self.index_names[i] for i in self.index.top(q.question, FALLBACK_TABLES)
             )
             kept = {t: None for t in fallback}
         chosen = [self.tables[t] for t in kept]
         system = DECOMPOSER_SYSTEM.format(
             schema=schema_block(chosen, kept, brief=False),
-            fks=_fk_lines([p for p in self.fks if all(c.rsplit(".", 1)[0] in kept for c in p)]),
+            fks=fk_lines(fks_among(self.fks, kept)),
         )
         decompose_reply = ask(
             [
@@ -266,7 +273,3 @@ class MacSqlAdapter(MeteredAdapter):
             usage=meter.usage(),
             trace={"selector": select_reply, "decomposer": decompose_reply, "refiner": rounds},
         )
-
-
-def _fk_lines(pairs: list[tuple[str, str]]) -> str:
-    return "\n".join(f"{a} = {b}" for a, b in pairs) or "(none)"

@@ -32,7 +32,7 @@ import re
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import PLACEHOLDER_KEY, client_for
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for, time_limits
 from pytest_heron.tools.common import (
     LexicalIndex,
     LLMProxy,
@@ -141,7 +141,7 @@ class VannaAdapter:
         cls = _vanna_class()
         openai = require("openai", adapter="vanna", extra="vanna")
         llm = client_for(ctx, self.name, self.version)
-        self.timeout = float(ctx.options.get("timeout") or 120)
+        self.timeout = time_limits(ctx)[0]
         self.proxy = LLMProxy(llm)
         client = openai.OpenAI(
             base_url=self.proxy.url, api_key=PLACEHOLDER_KEY, max_retries=0, timeout=self.timeout
@@ -153,7 +153,7 @@ class VannaAdapter:
         }
         self.vn = cls(client, config)
         self.dsn = ctx.dsn
-        self.statement_timeout = float(ctx.options.get("statement_timeout") or 30)
+        self.statement_timeout = time_limits(ctx)[1]
         self.vn.run_sql = self._run_sql
         self.vn.run_sql_is_set = True
         # vn.train(ddl=...) is add_ddl(...) after printing the whole DDL; call it directly

@@ -1,17 +1,30 @@
 """Render generated columns as PostgreSQL COPY text: one line per row, tab-separated, ``\\N``
 for NULL. Rendering uses only integer arithmetic and fixed formats, so equal values always give
-equal bytes. Hot paths are vectorised with numpy's variable-width string dtype."""
+equal bytes.
+
+The whole chunk is built as one byte matrix, a row per table row: every column renders into a
+block of fixed width, padded with NUL bytes anywhere inside the block, with tab and newline
+columns between the blocks. NUL cannot occur in PostgreSQL text, so dropping every NUL byte of
+the matrix (one vectorised compress) leaves exactly the COPY text. Nothing loops per row in
+Python except the UTF-8 encoding of text values.
+"""
 
 from __future__ import annotations
 
+from functools import cache
+from typing import Any
+
 import numpy as np
-from numpy.dtypes import StringDType
+import numpy.typing as npt
 
 from pytest_heron.generate.columns import Col
 
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _SPECIAL = ("\\", "\n", "\r", "\t")
-_STR = StringDType()
+_ZERO = ord("0")
+_NULL = np.frombuffer(b"\\N", dtype=np.uint8)
+
+Block = npt.NDArray[np.uint8]
 
 
 def _escape(values: list[str]) -> list[str]:
@@ -22,47 +35,219 @@ def _escape(values: list[str]) -> list[str]:
     return joined.translate(_ESCAPES).split("\x00")
 
 
-def render(col: Col) -> list[str]:
-    """The COPY text of each value of a column."""
-    v = col.values
-    if col.kind == "text":
-        text = _escape([str(x) for x in v.tolist()])
-        if col.nulls.any():
-            text = ["\\N" if null else x for x, null in zip(text, col.nulls.tolist(), strict=True)]
-        return text
-    if col.kind == "int":
-        arr = v.astype(np.int64).astype(_STR)
-    elif col.kind == "bool":
-        arr = np.where(v, "t", "f").astype(_STR)
-    elif col.kind == "dec":
-        arr = _decimals(v.astype(np.int64), col.scale)
-    elif col.kind == "ts":
-        # ISO 8601 with a "T" and no offset: the COPY session runs with TimeZone = UTC.
-        arr = np.datetime_as_string(v.astype("datetime64[s]"), unit="s").astype(_STR)
-    elif col.kind == "date":
-        arr = np.datetime_as_string(v.astype("datetime64[D]"), unit="D").astype(_STR)
-    else:
-        raise ValueError(f"unknown column kind {col.kind!r}")
-    if col.nulls.any():
-        arr = np.where(col.nulls, "\\N", arr).astype(_STR)
-    out: list[str] = arr.tolist()
+def _text(values: npt.NDArray[Any]) -> Block:
+    """UTF-8 bytes of each value, NUL-padded to the longest one (multi-byte characters keep
+    NUL padding after their bytes, which the final compress drops like any other)."""
+    if len(values) == 0:
+        return np.zeros((0, 1), dtype=np.uint8)
+    wide = np.array(_escape([str(x) for x in values.tolist()]), dtype=np.str_)
+    width = max(1, wide.dtype.itemsize // 4)
+    points = wide.view(np.uint32).reshape(len(values), width)
+    if int(points.max()) < 0x80:
+        return points.astype(np.uint8)
+    return _utf8(points.astype(np.int64))
+
+
+def _utf8(points: npt.NDArray[np.int64]) -> Block:
+    """UTF-8 of a matrix of code points: four bytes per point, unused ones NUL."""
+    rows, width = points.shape
+    out = np.zeros((rows, width, 4), dtype=np.uint8)
+    one, two, three = points < 0x80, points < 0x800, points < 0x10000
+    out[..., 0] = np.select(
+        [one, two, three],
+        [points, 0xC0 | points >> 6, 0xE0 | points >> 12],
+        0xF0 | points >> 18,
+    ).astype(np.uint8)
+    out[..., 1] = np.select(
+        [one, two, three],
+        [0, 0x80 | points & 0x3F, 0x80 | points >> 6 & 0x3F],
+        0x80 | points >> 12 & 0x3F,
+    ).astype(np.uint8)
+    out[..., 2] = np.select(
+        [two, three], [0, 0x80 | points & 0x3F], 0x80 | points >> 6 & 0x3F
+    ).astype(np.uint8)
+    out[..., 3] = np.where(three, 0, 0x80 | points & 0x3F).astype(np.uint8)
+    return out.reshape(rows, 4 * width)
+
+
+_PAIRS = np.array([[_ZERO + i // 10, _ZERO + i % 10] for i in range(100)], dtype=np.uint8)
+_LIMB = 10_000  # digits are looked up four at a time
+
+
+def _fill(out: Block, at: int, values: npt.NDArray[np.int64], width: int) -> None:
+    """Write ``values`` (non-negative) as ``width`` zero-padded digits into ``out[:, at:]``
+    (used to build the lookup tables below, and for dates outside their range)."""
+    rest = values
+    end = at + width
+    while end - at >= 2:
+        rest, low = np.divmod(rest, 100)
+        out[:, end - 2 : end] = _PAIRS[low]
+        end -= 2
+    if end > at:
+        out[:, at] = (rest % 10).astype(np.uint8) + _ZERO
+
+
+@cache
+def _limbs() -> Block:
+    """Four-digit renderings of 0..9999 in three variants, a block of 10,000 rows each:
+    leading zeros dropped and 0 empty (a leading limb), zero-padded (a limb below a non-zero
+    one), leading zeros dropped and 0 as "0" (the last limb of a number)."""
+    n = np.arange(_LIMB, dtype=np.int64)
+    padded = np.empty((_LIMB, 4), dtype=np.uint8)
+    _fill(padded, 0, n, 4)
+    leading = padded.copy()
+    leading[np.arange(4) < 4 - (1 + np.searchsorted([10, 100, 1000], n, side="right"))[:, None]] = 0
+    last = leading.copy()
+    leading[0] = 0
+    return np.vstack([leading, padded, last])
+
+
+def _digits(magnitude: npt.NDArray[np.int64], width: int, *, pad: bool) -> Block:
+    """Decimal digits of non-negative integers in ``ceil(width / 4) * 4`` columns, or exactly
+    ``width`` when ``pad`` (zero-padded). Without ``pad`` leading zeros are NUL (dropped), and 0
+    gives "0"."""
+    table = _limbs()
+    count = -(-width // 4)
+    pieces: list[Block] = []
+    rest = magnitude
+    for i in range(count):
+        rest, limb = rest // _LIMB, rest % _LIMB
+        if pad:
+            index = limb + _LIMB
+        else:
+            index = limb + np.where(rest > 0, _LIMB, 2 * _LIMB if i == 0 else 0)
+        pieces.append(table.take(index, axis=0))
+    out = np.hstack(pieces[::-1])
+    return out[:, out.shape[1] - width :] if pad else out
+
+
+def _width(magnitude: npt.NDArray[np.int64]) -> int:
+    return len(str(int(magnitude.max()))) if len(magnitude) else 1
+
+
+def _integers(values: npt.NDArray[np.int64]) -> Block:
+    magnitude = np.abs(values)
+    sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
+    return np.hstack([sign, _digits(magnitude, _width(magnitude), pad=False)])
+
+
+def _decimals(values: npt.NDArray[np.int64], scale: int) -> Block:
+    if scale == 0:
+        return _integers(values)
+    unit = 10**scale
+    magnitude = np.abs(values)
+    whole = magnitude // unit
+    sign = np.where(values < 0, ord("-"), 0).astype(np.uint8)[:, None]
+    dot = np.full((len(values), 1), ord("."), dtype=np.uint8)
+    return np.hstack(
+        [
+            sign,
+            _digits(whole, _width(whole), pad=False),
+            dot,
+            _digits(magnitude % unit, scale, pad=True),
+        ]
+    )
+
+
+def _calendar(days: npt.NDArray[np.int64]) -> Block:
+    """``YYYY-MM-DD`` of days since 1970-01-01 (years 1000 to 9999), computed."""
+    as_days = days.astype("datetime64[D]")
+    years = as_days.astype("datetime64[Y]")
+    months = as_days.astype("datetime64[M]")
+    year = years.astype(np.int64) + 1970
+    if len(year) and (year.min() < 1000 or year.max() > 9999):
+        raise ValueError("dates outside the years 1000-9999 cannot be rendered")
+    out = np.empty((len(days), 10), dtype=np.uint8)
+    _fill(out, 0, year, 4)
+    out[:, 4] = out[:, 7] = ord("-")
+    _fill(out, 5, (months - years).astype(np.int64) + 1, 2)
+    _fill(out, 8, (as_days - months).astype(np.int64) + 1, 2)
     return out
 
 
-def _decimals(values: np.ndarray, scale: int) -> np.ndarray:
-    if scale == 0:
-        return values.astype(_STR)
-    unit = 10**scale
-    magnitude = np.abs(values)
-    whole = (magnitude // unit).astype(_STR)
-    frac = np.strings.zfill((magnitude % unit).astype(_STR), scale)
-    text = np.strings.add(np.strings.add(whole, "."), frac)
-    return np.where(values < 0, np.strings.add("-", text), text)
+_FIRST_DAY, _LAST_DAY = -25_567, 47_481  # 1900-01-01 and 2099-12-31
+
+
+@cache
+def _days() -> Block:
+    """``YYYY-MM-DD`` of every day of 1900-2099, looked up instead of computed."""
+    return _calendar(np.arange(_FIRST_DAY, _LAST_DAY + 1, dtype=np.int64))
+
+
+@cache
+def _clock() -> Block:
+    """``HH:MM:SS`` of every second of a day."""
+    seconds = np.arange(86_400, dtype=np.int64)
+    out = np.empty((86_400, 8), dtype=np.uint8)
+    out[:, 2] = out[:, 5] = ord(":")
+    _fill(out, 0, seconds // 3600, 2)
+    _fill(out, 3, seconds // 60 % 60, 2)
+    _fill(out, 6, seconds % 60, 2)
+    return out
+
+
+def _dates(days: npt.NDArray[np.int64]) -> Block:
+    if len(days) and days.min() >= _FIRST_DAY and days.max() <= _LAST_DAY:
+        return _days().take(days - _FIRST_DAY, axis=0)
+    return _calendar(days)
+
+
+def _timestamps(seconds: npt.NDArray[np.int64]) -> Block:
+    """ISO 8601 with a "T" and no offset: the COPY session runs with TimeZone = UTC."""
+    days, clock = seconds // 86_400, seconds % 86_400
+    out = np.empty((len(seconds), 19), dtype=np.uint8)
+    out[:, :10] = _dates(days)
+    out[:, 10] = ord("T")
+    out[:, 11:] = _clock().take(clock, axis=0)
+    return out
+
+
+def block(col: Col) -> Block:
+    """The COPY text of each value of a column, one NUL-padded row of bytes per value."""
+    v = col.values
+    if col.kind == "text":
+        out = _text(v)
+    elif col.kind == "int":
+        out = _integers(v.astype(np.int64))
+    elif col.kind == "bool":
+        out = np.where(v, ord("t"), ord("f")).astype(np.uint8)[:, None]
+    elif col.kind == "dec":
+        out = _decimals(v.astype(np.int64), col.scale)
+    elif col.kind == "ts":
+        out = _timestamps(v.astype("datetime64[s]").astype(np.int64))
+    elif col.kind == "date":
+        out = _dates(v.astype("datetime64[D]").astype(np.int64))
+    else:
+        raise ValueError(f"unknown column kind {col.kind!r}")
+    nulls = np.asarray(col.nulls, dtype=bool)
+    if nulls.any():
+        if out.shape[1] < 2:
+            out = np.hstack([out, np.zeros((len(out), 2 - out.shape[1]), dtype=np.uint8)])
+        out[nulls] = 0
+        out[nulls, :2] = _NULL
+    return out
+
+
+def render(col: Col) -> list[str]:
+    """The COPY text of each value of a column, as strings (for tests and debugging)."""
+    return [bytes(row[row != 0]).decode() for row in block(col)]
 
 
 def encode(cols: list[Col]) -> bytes:
     """COPY text of a chunk: every row terminated by a newline."""
-    rendered = [render(c) for c in cols]
-    if not rendered or not rendered[0]:
+    if not cols or len(cols[0].values) == 0:
         return b""
-    return ("\n".join(map("\t".join, zip(*rendered, strict=True))) + "\n").encode("utf-8")
+    rows = len(cols[0].values)
+    blocks = [block(c) for c in cols]
+    width = sum(b.shape[1] for b in blocks) + len(blocks)
+    matrix = np.empty((rows, width), dtype=np.uint8)
+    at = 0
+    for i, b in enumerate(blocks):
+        if b.shape[0] != rows:
+            raise ValueError("columns of a chunk differ in length")
+        matrix[:, at : at + b.shape[1]] = b
+        at += b.shape[1]
+        matrix[:, at] = ord("\n") if i == len(blocks) - 1 else ord("\t")
+        at += 1
+    out: bytes = matrix[matrix != 0].tobytes()
+    return out

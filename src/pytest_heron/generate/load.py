@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from multiprocessing.util import Finalize
 from typing import Any
 
 import psycopg
@@ -36,6 +39,41 @@ def _generator(scale: str, seed: int) -> Generator:
     return Generator(load_bundle(), scale, seed)
 
 
+_LOADERS: dict[tuple[int, str], psycopg.Connection[Any]] = {}
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    """An autocommit connection for seeding. Its commits do not wait for the WAL flush: a
+    seed is hundreds of small DDL transactions, and waiting for the disk at each one left
+    the cores idle. This is safe: a crash can lose only the latest transactions, never
+    corrupt, and the state's manifest, committed synchronously at the very end, flushes
+    everything before it."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    conn.execute("SET synchronous_commit = off")
+    conn.execute("SET client_min_messages = warning")
+    return conn
+
+
+def _loader(dsn: str) -> psycopg.Connection[Any]:
+    """This process's loading connection to ``dsn``, opened once: a load has hundreds of
+    tasks, and a new server backend for each costs about as much as generating a chunk."""
+    key = (os.getpid(), dsn)
+    conn = _LOADERS.get(key)
+    if conn is None or conn.closed:
+        conn = _connect(dsn)
+        conn.execute("SET TimeZone = 'UTC'")  # timestamps are sent without an offset
+        _LOADERS[key] = conn
+        # Pool workers leave through multiprocessing's exit path, which skips atexit but runs
+        # these finalizers: close the connection cleanly instead of dropping the socket.
+        Finalize(conn, conn.close, exitpriority=10)
+    return conn
+
+
+def _close_loaders() -> None:
+    for key in [k for k in _LOADERS if k[0] == os.getpid()]:
+        _LOADERS.pop(key).close()
+
+
 def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int) -> int:
     """Generate rows ``[start, stop)`` of a table and COPY them in (runs in any process)."""
     gen = _generator(scale, seed)
@@ -43,11 +81,9 @@ def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int)
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.column_names)
     target = sql.Identifier(spec.module, spec.name)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(target, cols)
-    with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
-        cur.execute("SET TimeZone = 'UTC'")  # timestamps are sent without an offset
-        with cur.copy(stmt) as copy:
-            for lo in range(start, stop, CHUNK_ROWS):
-                copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
+    with _loader(dsn).cursor() as cur, cur.copy(stmt) as copy:
+        for lo in range(start, stop, CHUNK_ROWS):
+            copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
     return stop - start
 
 
@@ -110,20 +146,64 @@ def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> dict[str, l
     return restore
 
 
-def _parallel(dsn: str, statements: list[str], jobs: int) -> None:
-    """Run independent statements on up to ``jobs`` connections."""
+_TARGET = re.compile(r"^(ALTER TABLE|ANALYZE|CREATE (?:UNIQUE )?INDEX \w+ ON) ([\w.\"]+)")
 
-    def run(chunk: list[str]) -> None:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+
+def _target(stmt: str) -> tuple[str, bool]:
+    """The table a statement works on, and whether it excludes other statements on that table
+    (ALTER TABLE and ANALYZE do; CREATE INDEX statements can share a table)."""
+    m = _TARGET.match(stmt)
+    if not m:
+        return "", True
+    return m.group(2).replace('"', ""), not m.group(1).startswith("CREATE")
+
+
+def _by_cost(statements: list[str], rows: dict[str, int]) -> list[str]:
+    """Statements on the largest tables first (longest-processing-time-first scheduling keeps
+    the lanes finishing together); ties keep their order."""
+    return sorted(statements, key=lambda stmt: -rows.get(_target(stmt)[0], 0))
+
+
+def _parallel(dsn: str, statements: list[str], jobs: int) -> None:
+    """Run statements on up to ``jobs`` connections. A free lane takes the first statement in
+    order whose table is not held by a conflicting statement of another lane, so lanes never
+    queue on each other's table locks."""
+    pending = list(statements)
+    running: dict[str, list[bool]] = {}
+    ready = threading.Condition()
+
+    def take() -> tuple[str, str, bool] | None:
+        """The next statement free to run (None when all are taken); waits while the only
+        statements left are blocked by running ones."""
+        with ready:
+            while pending:
+                for i, stmt in enumerate(pending):
+                    table, exclusive = _target(stmt)
+                    held = running.get(table, [])
+                    if not held or not (exclusive or any(held)):
+                        del pending[i]
+                        running.setdefault(table, []).append(exclusive)
+                        return stmt, table, exclusive
+                ready.wait()
+            return None
+
+    def run() -> None:
+        with _connect(dsn) as conn:
             # Lanes already use the cores; keep each statement to one process, with room to sort.
             conn.execute("SET max_parallel_maintenance_workers = 0")
             conn.execute("SET maintenance_work_mem = '256MB'")
-            for stmt in chunk:
-                conn.execute(stmt)
+            while (got := take()) is not None:
+                stmt, table, exclusive = got
+                try:
+                    conn.execute(stmt)
+                finally:
+                    with ready:
+                        running[table].remove(exclusive)
+                        ready.notify_all()
 
-    lanes = [statements[i::jobs] for i in range(max(1, jobs))]
-    with ThreadPoolExecutor(max_workers=len(lanes)) as pool:
-        for future in [pool.submit(run, lane) for lane in lanes if lane]:
+    lanes = max(1, min(jobs, len(statements)))
+    with ThreadPoolExecutor(max_workers=lanes) as pool:
+        for future in [pool.submit(run) for _ in range(lanes)]:
             future.result()
 
 
@@ -151,8 +231,7 @@ def seed_database(
     counts = gen.row_counts()
     total = sum(counts.values())
     started = time.perf_counter()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET client_min_messages = warning")
+    with _connect(dsn) as conn, conn.transaction():
         conn.execute(bundle.ddl)
         keys = _drop_keys(conn, [m.name for m in bundle.modules])
     say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
@@ -173,8 +252,11 @@ def seed_database(
         say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s), done: {fq}")
 
     if jobs <= 1:
-        for fq, lo, hi in tasks:
-            report(_copy_range(dsn, scale, seed, fq, lo, hi), fq)
+        try:
+            for fq, lo, hi in tasks:
+                report(_copy_range(dsn, scale, seed, fq, lo, hi), fq)
+        finally:
+            _close_loaders()
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(_copy_range, dsn, scale, seed, *t) for t in tasks]
@@ -183,37 +265,39 @@ def seed_database(
     loaded_at = time.perf_counter()
     say("constraints and indexes")
     indexes, foreign_keys, other = _constraint_statements(bundle)
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET client_min_messages = warning")
+    with _connect(dsn) as conn:
         for stmt in other:
             conn.execute(stmt)
-        # Primary keys and unique constraints are built in bulk after the load (much faster
-        # than maintaining their indexes row by row during COPY), one table per lane.
-        _parallel(dsn, [";".join(k) for k in keys.values()] + indexes, jobs)
-        # Adding a foreign key NOT VALID is instant; validating it needs no lock that conflicts
-        # with validating another one, so validation runs in parallel (pg_restore does the same).
-        for stmt, _ in foreign_keys:
-            conn.execute(stmt)
-        _parallel(dsn, [validate for _, validate in foreign_keys], jobs)
+        # Primary keys, unique constraints and indexes are built in bulk after the load (much
+        # faster than maintaining them row by row during COPY), largest tables first.
+        _parallel(dsn, _by_cost([";".join(k) for k in keys.values()] + indexes, counts), 2 * jobs)
+        # Adding a foreign key NOT VALID is instant (one transaction for all of them);
+        # validations of different tables do not conflict, so they run in parallel (pg_restore
+        # does the same).
+        with conn.transaction():
+            for stmt, _ in foreign_keys:
+                conn.execute(stmt)
+        _parallel(dsn, _by_cost([validate for _, validate in foreign_keys], counts), 2 * jobs)
         identity = conn.execute(
             "SELECT table_schema, table_name, column_name FROM information_schema.columns"
             " WHERE is_identity = 'YES' ORDER BY 1, 2, 3"
         ).fetchall()
-        for schema, table, column in identity:
-            conn.execute(
-                sql.SQL(
-                    "SELECT setval(pg_get_serial_sequence({}, {}), COALESCE(max({}), 0) + 1, false)"
-                    " FROM {}"
-                ).format(
-                    sql.Literal(f"{schema}.{table}"),
-                    sql.Literal(column),
-                    sql.Identifier(column),
-                    sql.Identifier(schema, table),
+        with conn.transaction():
+            for schema, table, column in identity:
+                conn.execute(
+                    sql.SQL(
+                        "SELECT setval(pg_get_serial_sequence({}, {}),"
+                        " COALESCE(max({}), 0) + 1, false) FROM {}"
+                    ).format(
+                        sql.Literal(f"{schema}.{table}"),
+                        sql.Literal(column),
+                        sql.Identifier(column),
+                        sql.Identifier(schema, table),
+                    )
                 )
-            )
     constrained_at = time.perf_counter()
     say("analyze")
-    _parallel(dsn, [f"ANALYZE {fq}" for fq in sorted(counts, key=lambda t: -counts[t])], jobs)
+    _parallel(dsn, _by_cost([f"ANALYZE {fq}" for fq in counts], counts), 2 * jobs)
     return SeedResult(
         tables=len(counts),
         schemas=len(bundle.modules),

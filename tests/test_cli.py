@@ -96,3 +96,47 @@ def test_compare_rejects_a_broken_file(tmp_path: Any) -> None:
     good = _results_file(tmp_path / "a.json", {"q1": True}, "one")
     done = _heron("compare", good, str(tmp_path / "bad.json"))
     assert done.returncode == 2 and "not a readable results file" in done.stderr
+
+
+def test_seed_layout_citus_is_refused_without_the_extension(server: Server) -> None:
+    name = "heron_test_citus_refused"
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        args = ["seed", "--scale", "tiny", "--seed", "42", "--dsn", server.admin_dsn]
+        done = _heron(*args, "--layout", "citus", "--database", name)
+        assert done.returncode == 2
+        assert "Traceback" not in done.stderr
+        assert "needs a Citus coordinator" in done.stderr
+        assert (
+            "pg_available_extensions" in done.stderr and "heron ddl --layout citus" in done.stderr
+        )
+        assert "loaded" not in done.stderr and done.stdout == ""
+        with psycopg.connect(server.dsn(name)) as conn:  # nothing was created in it
+            made = conn.execute(
+                "SELECT count(*) FROM pg_namespace WHERE nspname IN ('core', 'orders')"
+            ).fetchone()
+            comment = conn.execute(
+                "SELECT shobj_description(oid, 'pg_database') FROM pg_database"
+                " WHERE datname = current_database()"
+            ).fetchone()
+        assert made == (0,) and comment == (None,)
+        missing = _heron(*args, "--layout", "citus")
+        assert missing.returncode == 2 and "--layout citus needs --database" in missing.stderr
+    finally:
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_ddl_prints_the_citus_script() -> None:
+    one, two = _heron("ddl", "--layout", "citus"), _heron("ddl", "--layout", "citus")
+    assert one.returncode == 0 and one.stdout == two.stdout
+    assert "SELECT create_distributed_table('orders.orders', 'tenant_id'," in one.stdout
+    assert "SELECT create_reference_table('core.tenants');" in one.stdout
+    assert "PRIMARY KEY (tenant_id, id);" in one.stdout
+    standard = _heron("ddl")
+    assert standard.returncode == 0 and "create_distributed_table" not in standard.stdout
+    assert "CREATE TABLE orders.orders (" in standard.stdout

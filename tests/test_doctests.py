@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "pytest_heron.metrics",
     "pytest_heron.generate.streams",
+    "pytest_heron.generate.citus",
     "pytest_heron.llm",
     "pytest_heron.llm_cache",
     "pytest_heron.pricing",

@@ -28,6 +28,7 @@ def test_state_is_named_by_scale_seed_and_data_version() -> None:
 def test_state_has_every_table_and_a_manifest(tiny_state) -> None:  # type: ignore[no-untyped-def]
     m = tiny_state.manifest
     assert m["data_version"] == load_bundle().data_version
+    assert m["layout"] == "standard"  # the plugin's states; --layout citus is heron seed's only
     assert m["tables"] == len(load_bundle().tables)
     assert m["rows"] == sum(m["row_counts"].values())
     with psycopg.connect(tiny_state.admin_dsn) as conn:

@@ -1,4 +1,4 @@
-"""The ``heron`` command: ``seed``, ``checksum``, ``compare`` and ``recall``."""
+"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare`` and ``recall``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pytest_heron.backends import Server, embedded, from_dsn
 from pytest_heron.errors import HeronError
-from pytest_heron.options import SCALES
+from pytest_heron.options import LAYOUTS, SCALES
 
 
 def _say(msg: str) -> None:
@@ -36,6 +36,7 @@ def _seed(args: argparse.Namespace) -> int:
             progress=_say,
             database=args.database,
             replace=args.replace,
+            layout=args.layout,
         )
     finally:
         server.stop()
@@ -51,6 +52,13 @@ def _seed(args: argparse.Namespace) -> int:
             }
         )
     )
+    return 0
+
+
+def _ddl(args: argparse.Namespace) -> int:
+    from pytest_heron.generate.load import ddl_script
+
+    sys.stdout.write(ddl_script(args.layout))
     return 0
 
 
@@ -169,7 +177,18 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--database", help="database name (default: heron_<scale>_<seed>_<ver>)")
     seed.add_argument("--jobs", type=int, default=1, help="parallel load processes (default: 1)")
     seed.add_argument("--replace", action="store_true", help="rebuild even if a valid one exists")
+    seed.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="standard",
+        help="key layout; citus: composite (tenant_id, id) keys, tables distributed by tenant_id,"
+        " seeded into the existing --database on a Citus coordinator (default: standard)",
+    )
     seed.set_defaults(func=_seed)
+
+    ddl = sub.add_parser("ddl", help="print the schema of a key layout as a psql script")
+    ddl.add_argument("--layout", choices=LAYOUTS, default="standard", help="(default: standard)")
+    ddl.set_defaults(func=_ddl)
 
     check = sub.add_parser("checksum", help="per-table SHA-256 of a seeded database")
     check.add_argument("--dsn", help="the server (default: the embedded server)")
@@ -200,6 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("checksum --scale needs --seed")
     if args.command == "seed" and args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.command == "seed" and args.layout == "citus" and not args.database:
+        parser.error(
+            "--layout citus needs --database: an existing database prepared on the Citus"
+            " coordinator and every worker (see the README, section Scales)"
+        )
     try:
         return int(args.func(args))
     except HeronError as exc:

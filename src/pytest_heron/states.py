@@ -5,6 +5,9 @@ name and renamed when complete, then stamped with a manifest (JSON in ``COMMENT 
 a database with the right name and a matching stamp is reused as it is. A server-wide advisory
 lock per state name keeps two processes (xdist controllers, parallel CI jobs, ``heron seed``)
 from building the same state at once: the second waits and then reuses the first one's work.
+
+``heron seed --layout citus`` is the exception (:func:`ensure_citus_state`): it seeds in place
+into a database the user prepared on a Citus cluster, and its stamp records the layout.
 """
 
 from __future__ import annotations
@@ -18,10 +21,13 @@ from dataclasses import dataclass
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from pytest_heron.backends import Server
+from pytest_heron.errors import BackendError, ConfigError
 from pytest_heron.generate import load_bundle
-from pytest_heron.generate.load import seed_database
+from pytest_heron.generate.load import SeedResult, seed_database
+from pytest_heron.options import LAYOUTS
 
 READER_PASSWORD = "heron_reader"  # SELECT-only on public benchmark data; see DECISIONS.md
 MANIFEST_FORMAT = 1
@@ -62,11 +68,20 @@ def _read_manifest(conn: psycopg.Connection[tuple[object, ...]], name: str) -> d
     return doc if isinstance(doc, dict) else {}
 
 
-def _valid(manifest: dict[str, object], name: str) -> bool:
+def _layout(manifest: dict[str, object]) -> str:
+    """The key layout a stamp records (stamps from before layouts existed are standard)."""
+    return str(manifest.get("layout", "standard"))
+
+
+def _valid(
+    manifest: dict[str, object], name: str, layout: str = "standard", distributed: bool = True
+) -> bool:
     return (
         manifest.get("format") == MANIFEST_FORMAT
         and manifest.get("database") == name
         and manifest.get("data_version") == load_bundle().data_version
+        and _layout(manifest) == layout
+        and (layout == "standard" or manifest.get("distributed") == distributed)
     )
 
 
@@ -94,17 +109,19 @@ def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]], role: str) -> N
     )
 
 
-def _grant_reader(server: Server, database: str) -> None:
-    """Set up the state's reader (idempotent): it may connect to this database only and read
-    the benchmark schemas only."""
+def _grant_reader(server: Server, database: str, exclusive: bool = True) -> None:
+    """Set up the state's reader (idempotent): it may read the benchmark schemas only and, when
+    ``exclusive`` (heron owns the database), is the only role besides the owner that connects."""
     role = reader_role(database)
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
         _ensure_reader(conn, role)
         db = sql.Identifier(database)
-        conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+        if exclusive:
+            conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
         conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(role)))
     with psycopg.connect(server.dsn(database), autocommit=True) as conn:
-        conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+        if exclusive:
+            conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
         for schema in [m.name for m in load_bundle().modules]:
             conn.execute(
                 sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
@@ -171,6 +188,43 @@ def lock_down(dsn: str) -> None:
             conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
 
 
+def _stamp(
+    conn: psycopg.Connection[tuple[object, ...]],
+    name: str,
+    scale: str,
+    seed: int,
+    result: SeedResult,
+    extra: dict[str, object],
+) -> dict[str, object]:
+    """Write the manifest of a finished build as the database comment; return it."""
+    manifest: dict[str, object] = {
+        "format": MANIFEST_FORMAT,
+        "database": name,
+        **extra,
+        "scale": scale,
+        "seed": seed,
+        "data_version": load_bundle().data_version,
+        "tables": result.tables,
+        "schemas": result.schemas,
+        "rows": result.rows,
+        "row_counts": result.row_counts,
+        "seconds": round(result.seconds, 3),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _comment(conn, name, manifest)
+    return manifest
+
+
+def _comment(
+    conn: psycopg.Connection[tuple[object, ...]], name: str, manifest: dict[str, object]
+) -> None:
+    conn.execute(
+        sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            sql.Identifier(name), sql.Literal(json.dumps(manifest, sort_keys=True))
+        )
+    )
+
+
 def ensure_state(
     server: Server,
     scale: str,
@@ -180,8 +234,27 @@ def ensure_state(
     progress: Progress | None = None,
     database: str | None = None,
     replace: bool = False,
+    layout: str = "standard",
+    distribute: bool = True,
 ) -> State:
-    """Return the state for ``(scale, seed)``, building it first if it is missing or stale."""
+    """Return the state for ``(scale, seed)``, building it first if it is missing or stale.
+
+    ``layout="citus"`` seeds in place into ``database``, which must exist (see
+    :func:`ensure_citus_state`); the plugin's states are always ``standard``.
+    """
+    if layout not in LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    if layout == "citus":
+        return ensure_citus_state(
+            server,
+            scale,
+            seed,
+            database=database,
+            jobs=jobs,
+            progress=progress,
+            replace=replace,
+            distribute=distribute,
+        )
     say = progress or (lambda _msg: None)
     name = database or state_name(scale, seed)
     building = f"{name}__building"
@@ -189,6 +262,12 @@ def ensure_state(
         conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
         try:
             manifest = _read_manifest(conn, name)
+            if _layout(manifest) != "standard":
+                raise BackendError(
+                    f"database {name!r} holds a {_layout(manifest)}-layout state; heron will not"
+                    " replace it with a standard one: choose another --database, or drop it"
+                    " yourself"
+                )
             if replace or not _valid(manifest, name):
                 if manifest or replace:
                     say(f"{name}: stamp missing or stale; rebuilding")
@@ -214,27 +293,122 @@ def ensure_state(
                         sql.Identifier(building), sql.Identifier(name)
                     )
                 )
-                manifest = {
-                    "format": MANIFEST_FORMAT,
-                    "database": name,
-                    "scale": scale,
-                    "seed": seed,
-                    "data_version": load_bundle().data_version,
-                    "tables": result.tables,
-                    "schemas": result.schemas,
-                    "rows": result.rows,
-                    "row_counts": result.row_counts,
-                    "seconds": round(result.seconds, 3),
-                    "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                }
-                conn.execute(
-                    sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-                        sql.Identifier(name), sql.Literal(json.dumps(manifest, sort_keys=True))
-                    )
-                )
+                manifest = _stamp(conn, name, scale, seed, result, {"layout": "standard"})
                 say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
             _grant_reader(server, name)
             lock_down(server.dsn(name))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+    return State(
+        scale=scale,
+        seed=seed,
+        database=name,
+        admin_dsn=server.dsn(name),
+        reader_dsn=server.dsn(name, user=reader_role(name), password=READER_PASSWORD),
+        manifest=manifest,
+    )
+
+
+def server_label(server: Server) -> str:
+    """Where a server is, for messages: host and port, never the password."""
+    params = conninfo_to_dict(server.admin_dsn)
+    kind = "the server" if server.kind == "dsn" else f"the {server.kind} server"
+    return f"{kind} at {params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+
+
+def require_citus(server: Server) -> None:
+    """Refuse, before anything is created, a server that cannot load the citus extension."""
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'citus'"
+        ).fetchone()
+    if found is None:
+        raise BackendError(
+            f"--layout citus needs a Citus coordinator, but {server_label(server)} has no citus"
+            " extension (pg_available_extensions has no 'citus'); nothing was created. Point"
+            " --dsn at a Citus 12.1+ coordinator (PostgreSQL 16), or print the script with"
+            " 'heron ddl --layout citus' and run it there with psql"
+        )
+
+
+def ensure_citus_state(
+    server: Server,
+    scale: str,
+    seed: int,
+    *,
+    database: str | None,
+    jobs: int = 1,
+    progress: Progress | None = None,
+    replace: bool = False,
+    distribute: bool = True,
+) -> State:
+    """Seed ``(scale, seed)`` in the ``citus`` layout into the existing database ``database``.
+
+    Citus keeps its list of worker nodes per database, and the coordinator reaches the workers'
+    databases by the same name, so heron cannot create (or rename) a distributed database by
+    itself: the user creates it on every node, runs ``CREATE EXTENSION citus`` and registers the
+    workers, and heron seeds into it in place. The manifest (the database comment) records
+    ``layout: citus`` and whether the tables were distributed; a valid one is reused. Schemas
+    named like ours that heron did not build are never dropped. ``distribute=False`` keeps the
+    composite keys but skips the Citus calls (tests on plain PostgreSQL; the CLI never sets it).
+    The reader role gets SELECT on the benchmark schemas, but the database's other grants and
+    functions are left as they are (it is the user's database, not one heron owns).
+    """
+    if distribute:
+        require_citus(server)
+    if not database:
+        raise ConfigError(
+            "--layout citus seeds into an existing database prepared on the coordinator and"
+            " every worker; name it with --database"
+        )
+    say = progress or (lambda _msg: None)
+    name = database
+    schemas = [m.name for m in load_bundle().modules]
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        try:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if exists.fetchone() is None:
+                raise BackendError(
+                    f"database {name!r} does not exist on {server_label(server)}: create it on"
+                    " the coordinator and on every worker, run CREATE EXTENSION citus in each,"
+                    " and register the workers in it (SELECT citus_add_node(host, port))"
+                )
+            manifest = _read_manifest(conn, name)
+            if replace or not _valid(manifest, name, "citus", distribute):
+                with psycopg.connect(server.dsn(name), autocommit=True) as db:
+                    present = [
+                        str(r[0])
+                        for r in db.execute(
+                            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s) ORDER BY 1",
+                            (schemas,),
+                        ).fetchall()
+                    ]
+                    if present and manifest.get("database") != name:
+                        raise BackendError(
+                            f"database {name!r} already has the schema(s) {', '.join(present)},"
+                            " which heron did not build there; seed into an empty database"
+                        )
+                    # Stamped before the build, so a half-built state is recognised as ours.
+                    _comment(conn, name, {"format": MANIFEST_FORMAT, "database": name})
+                    if present:
+                        say(f"{name}: stamp missing or stale; dropping its heron schemas")
+                    for schema in present:
+                        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+                say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
+                result = seed_database(
+                    server.dsn(name),
+                    scale,
+                    seed,
+                    jobs=jobs,
+                    progress=lambda m: say(f"{name}: {m}"),
+                    layout="citus",
+                    distribute=distribute,
+                )
+                extra: dict[str, object] = {"layout": "citus", "distributed": distribute}
+                manifest = _stamp(conn, name, scale, seed, result, extra)
+                say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+            _grant_reader(server, name, exclusive=False)
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
     return State(

@@ -16,6 +16,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pytest_heron.errors import ConfigError
+from pytest_heron.generate import citus
 from pytest_heron.generate.columns import Generator
 from pytest_heron.generate.copytext import encode
 from pytest_heron.generate.spec import Bundle, load_bundle
@@ -92,14 +94,15 @@ _FK = re.compile(
 )
 
 
-def _constraint_statements(
-    bundle: Bundle,
-) -> tuple[list[str], list[tuple[str, str]], list[str]]:
-    """Section 2 of every module, split into indexes, foreign keys (as NOT VALID additions with
-    their VALIDATE statements) and anything else."""
-    indexes: list[str] = []
-    fks: list[tuple[str, str]] = []
-    other: list[str] = []
+def _is_index(stmt: str) -> bool:
+    return stmt.upper().startswith(("CREATE INDEX", "CREATE UNIQUE INDEX"))
+
+
+def _section2(bundle: Bundle, layout: str = "standard") -> list[str]:
+    """Section 2 of every module's DDL (after ``-- @constraints``), one statement each, with
+    the indexes and foreign keys rewritten for the ``citus`` layout."""
+    distributed = citus.placement(bundle).distributed if layout == "citus" else ()
+    out = []
     for module in bundle.modules:
         text = "\n".join(
             line for line in module.ddl_constraints.splitlines() if not line.startswith("--")
@@ -109,19 +112,78 @@ def _constraint_statements(
             if not stmt:
                 continue
             stmt += ";"
-            fk = _FK.match(stmt)
-            if stmt.upper().startswith(("CREATE INDEX", "CREATE UNIQUE INDEX")):
-                indexes.append(stmt)
-            elif fk:
-                fks.append(
-                    (
-                        stmt[:-1] + " NOT VALID;",
-                        f"ALTER TABLE {fk['table']} VALIDATE CONSTRAINT {fk['name']};",
-                    )
+            if distributed and _is_index(stmt):
+                stmt = citus.rewrite_index(stmt, distributed)
+            elif distributed and _FK.match(stmt):
+                stmt = citus.rewrite_fk(stmt, distributed)
+            out.append(stmt)
+    return out
+
+
+def _constraint_statements(
+    bundle: Bundle, layout: str = "standard"
+) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """Section 2 of every module, split into indexes, foreign keys (as NOT VALID additions with
+    their VALIDATE statements) and anything else."""
+    indexes: list[str] = []
+    fks: list[tuple[str, str]] = []
+    other: list[str] = []
+    for stmt in _section2(bundle, layout):
+        fk = _FK.match(stmt)
+        if _is_index(stmt):
+            indexes.append(stmt)
+        elif fk:
+            fks.append(
+                (
+                    stmt[:-1] + " NOT VALID;",
+                    f"ALTER TABLE {fk['table']} VALIDATE CONSTRAINT {fk['name']};",
                 )
-            else:
-                other.append(stmt)
+            )
+        else:
+            other.append(stmt)
     return indexes, fks, other
+
+
+def ddl_script(layout: str = "standard", *, distribute: bool = True) -> str:
+    """The schema of ``layout`` as one psql script without data, for review or to build an
+    empty copy by hand; ``heron ddl`` prints it.
+
+    For ``citus``: the tables, then the keys Citus would refuse dropped, the distribution calls
+    (left out with ``distribute=False``), a marker where ``heron seed`` loads the data, then the
+    keys with ``tenant_id``, the indexes and the rewritten foreign keys. The keys are read from
+    the DDL text; ``seed_database`` reads the same keys from the catalog (a test compares them).
+    """
+    if layout not in citus.LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(citus.LAYOUTS)}")
+    bundle = load_bundle()
+    head = f"-- heron schema, layout {layout}, data version {bundle.data_version}\n"
+    if layout == "standard":
+        return head + bundle.ddl + "\n".join(["", "-- @constraints", *_section2(bundle), ""])
+    place = citus.placement(bundle)
+    keys = [
+        (drop, add, citus.rewrite_key(add, place.distributed))
+        for drop, add in citus.key_statements(citus.declared_keys(bundle.ddl))
+    ]
+    lines = [
+        head + f"-- {len(place.distributed)} tables distributed by tenant_id (co-located),"
+        f" {len(place.reference)} reference tables",
+        "",
+        "-- 1. Tables, with the keys of the standard layout",
+        bundle.ddl,
+        "-- 2. Keys without tenant_id on distributed tables (Citus refuses them); re-added in 5",
+        *[drop for drop, add, new in keys if new != add],
+        "",
+        "-- 3. Distribution (needs the citus extension; Citus 12.1+ for PostgreSQL 16)",
+        *(citus.distribution_statements(place) if distribute else ["-- (left out)"]),
+        "",
+        "-- 4. heron seed --layout citus loads the data here (COPY into the empty tables)",
+        "",
+        "-- 5. Keys with tenant_id, indexes, foreign keys",
+        *[new for drop, add, new in keys if new != add],
+        *_section2(bundle, layout),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> dict[str, list[str]]:
@@ -223,8 +285,17 @@ def seed_database(
     *,
     jobs: int = 1,
     progress: Progress | None = None,
+    layout: str = "standard",
+    distribute: bool = True,
 ) -> SeedResult:
-    """Build the schema with data for ``(scale, seed)`` in the (empty) database ``dsn``."""
+    """Build the schema with data for ``(scale, seed)`` in the (empty) database ``dsn``.
+
+    ``layout="citus"`` gives the tenant tables composite keys (see :mod:`.citus`) and, unless
+    ``distribute`` is false, distributes the empty tables before loading them (which needs a
+    Citus coordinator). ``distribute=False`` is for testing the keys on plain PostgreSQL.
+    """
+    if layout not in citus.LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(citus.LAYOUTS)}")
     say = progress or (lambda _msg: None)
     gen = _generator(scale, seed)
     bundle = gen.bundle
@@ -234,6 +305,19 @@ def seed_database(
     with _connect(dsn) as conn, conn.transaction():
         conn.execute(bundle.ddl)
         keys = _drop_keys(conn, [m.name for m in bundle.modules])
+        if layout == "citus":
+            place = citus.placement(bundle)
+            keys = {
+                table: [citus.rewrite_key(stmt, place.distributed) for stmt in stmts]
+                for table, stmts in keys.items()
+            }
+            if distribute:  # the keys Citus would refuse are dropped: distribute the empty tables
+                say(
+                    f"citus: {len(place.reference)} reference tables,"
+                    f" {len(place.distributed)} tables distributed by tenant_id"
+                )
+                for stmt in citus.distribution_statements(place):
+                    conn.execute(stmt)
     say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
     tasks = _tasks(gen, per_task=max(CHUNK_ROWS, 4 * CHUNK_ROWS))
     done = 0
@@ -264,7 +348,7 @@ def seed_database(
                 report(f.result(), task[0])
     loaded_at = time.perf_counter()
     say("constraints and indexes")
-    indexes, foreign_keys, other = _constraint_statements(bundle)
+    indexes, foreign_keys, other = _constraint_statements(bundle, layout)
     with _connect(dsn) as conn:
         for stmt in other:
             conn.execute(stmt)

@@ -477,10 +477,10 @@ class _Eval:
             streams.integers(self._key(c.name, f"w{i}"), self.rows, 0, len(pool) - 1)
             for i in range(hi)
         ]
-        words = [[pool[i] for i in pick.tolist()] for pick in picks]
+        # One row of ``hi`` picked words per value; each value joins the first ``n`` of them.
+        words = np.asarray(pool, dtype=object)[np.stack(picks, axis=1)].tolist()
         out = [
-            " ".join(words[j][r] for j in range(n)).capitalize()
-            for r, n in enumerate(counts.tolist())
+            " ".join(row[:n]).capitalize() for row, n in zip(words, counts.tolist(), strict=True)
         ]
         return Col("text", np.asarray(out, dtype=object), self._none())
 

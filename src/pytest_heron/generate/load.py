@@ -226,32 +226,50 @@ def _by_cost(statements: list[str], rows: dict[str, int]) -> list[str]:
     return sorted(statements, key=lambda stmt: -rows.get(_target(stmt)[0], 0))
 
 
-def _parallel(dsn: str, statements: list[str], jobs: int) -> None:
-    """Run statements on up to ``jobs`` connections. A free lane takes the first statement in
-    order whose table is not held by a conflicting statement of another lane, so lanes never
-    queue on each other's table locks."""
-    pending = list(statements)
-    running: dict[str, list[bool]] = {}
+class _Schedule:
+    """Which statement a free lane runs next: the first in order whose table is not held by a
+    conflicting statement already running (ALTER TABLE and ANALYZE hold their table alone;
+    CREATE INDEX statements can share one). Pure bookkeeping; the lanes lock around it."""
+
+    def __init__(self, statements: list[str]) -> None:
+        self.pending = list(statements)
+        self.running: dict[str, list[bool]] = {}
+
+    def take(self) -> tuple[str, str, bool] | None:
+        """The next runnable statement with its table and exclusivity, or None if every
+        pending one is blocked for now."""
+        for i, stmt in enumerate(self.pending):
+            table, exclusive = _target(stmt)
+            held = self.running.get(table, [])
+            if not held or not (exclusive or any(held)):
+                del self.pending[i]
+                held.append(exclusive)
+                self.running[table] = held
+                return stmt, table, exclusive
+        return None
+
+    def finish(self, table: str, exclusive: bool) -> None:
+        self.running[table].remove(exclusive)
+
+
+def _parallel(dsn: str, statements: list[str], lanes: int) -> None:
+    """Run statements on up to ``lanes`` connections, each lane taking the next statement from
+    a shared :class:`_Schedule`, so lanes never queue on each other's table locks."""
+    schedule = _Schedule(statements)
     ready = threading.Condition()
 
     def take() -> tuple[str, str, bool] | None:
-        """The next statement free to run (None when all are taken); waits while the only
-        statements left are blocked by running ones."""
         with ready:
-            while pending:
-                for i, stmt in enumerate(pending):
-                    table, exclusive = _target(stmt)
-                    held = running.get(table, [])
-                    if not held or not (exclusive or any(held)):
-                        del pending[i]
-                        running.setdefault(table, []).append(exclusive)
-                        return stmt, table, exclusive
+            while schedule.pending:
+                got = schedule.take()
+                if got is not None:
+                    return got
                 ready.wait()
             return None
 
     def run() -> None:
         with _connect(dsn) as conn:
-            # Lanes already use the cores; keep each statement to one process, with room to sort.
+            # Several lanes share the cores: each statement in one process, with room to sort.
             conn.execute("SET max_parallel_maintenance_workers = 0")
             conn.execute("SET maintenance_work_mem = '256MB'")
             while (got := take()) is not None:
@@ -260,12 +278,25 @@ def _parallel(dsn: str, statements: list[str], jobs: int) -> None:
                     conn.execute(stmt)
                 finally:
                     with ready:
-                        running[table].remove(exclusive)
+                        schedule.finish(table, exclusive)
                         ready.notify_all()
 
-    lanes = max(1, min(jobs, len(statements)))
-    with ThreadPoolExecutor(max_workers=lanes) as pool:
-        for future in [pool.submit(run) for _ in range(lanes)]:
+    count = max(1, min(lanes, len(statements)))
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        for future in [pool.submit(run) for _ in range(count)]:
+            future.result()
+
+
+def _create_tables(dsn: str, bundle: Bundle, lanes: int) -> None:
+    """Create every module's schema and tables, modules in parallel (their tables refer to
+    each other only through the foreign keys, which come after the load)."""
+
+    def create(ddl: str) -> None:
+        with _connect(dsn) as conn, conn.transaction():
+            conn.execute(ddl)
+
+    with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
+        for future in [pool.submit(create, m.ddl_tables) for m in bundle.modules]:
             future.result()
 
 
@@ -302,8 +333,8 @@ def seed_database(
     counts = gen.row_counts()
     total = sum(counts.values())
     started = time.perf_counter()
+    _create_tables(dsn, bundle, 2 * jobs)
     with _connect(dsn) as conn, conn.transaction():
-        conn.execute(bundle.ddl)
         keys = _drop_keys(conn, [m.name for m in bundle.modules])
         if layout == "citus":
             place = citus.placement(bundle)

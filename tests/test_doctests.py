@@ -16,6 +16,7 @@ MODULES = [
     "pytest_heron.pricing",
     "pytest_heron.extract",
     "pytest_heron.backends",
+    "pytest_heron.catalogue",
 ]
 
 

@@ -26,13 +26,13 @@ benchmark tables referenced by the queries it ran.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import sandbox
+from pytest_heron.catalogue import first_sentence, parse_ddl
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import (
     ChatClient,
@@ -255,22 +255,18 @@ NUDGE = (
 )
 NOTHING_RAN = "No query has run successfully yet: run the answer with run_sql_query first."
 
-_SCHEMA_COMMENT = re.compile(r"COMMENT ON SCHEMA (\w+) IS '((?:[^']|'')*)';")
-_TABLE_COMMENT = re.compile(r"COMMENT ON TABLE (\w+\.\w+) IS '((?:[^']|'')*)';")
-
 
 def catalogue(ddl: str, tables: Sequence[str]) -> tuple[str, str]:
     """The agent's overview: one line per schema and per table with the first sentence of its
     comment (cut at 160 characters)."""
 
-    def first_sentence(text: str) -> str:
-        text = text.replace("''", "'").strip()
-        cut = text.find(". ")
-        text = text if cut == -1 else text[: cut + 1]
+    def headline(text: str) -> str:
+        text = first_sentence(text.strip())
         return text if len(text) <= 160 else text[:157] + "..."
 
-    schemas = {m.group(1): first_sentence(m.group(2)) for m in _SCHEMA_COMMENT.finditer(ddl)}
-    comments = {m.group(1): first_sentence(m.group(2)) for m in _TABLE_COMMENT.finditer(ddl)}
+    cat = parse_ddl(ddl)
+    schemas = {name: headline(text) for name, text in cat.schema_comments.items()}
+    comments = {name: headline(text) for name, text in cat.table_comments.items()}
     schema_lines = [f"{name}: {schemas[name]}" for name in sorted(schemas)]
     table_lines = [f"{t}: {comments.get(t, '')}".rstrip(": ") for t in sorted(tables)]
     return "\n".join(schema_lines), "\n".join(table_lines)

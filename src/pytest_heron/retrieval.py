@@ -40,6 +40,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pytest_heron.catalogue import parse_ddl
 from pytest_heron.errors import HeronError
 from pytest_heron.metrics import set_recall
 from pytest_heron.types import RETRIEVALS, Question
@@ -47,10 +48,6 @@ from pytest_heron.types import RETRIEVALS, Question
 METHODS = ("bm25", "embedding")
 DEFAULT_KS = (5, 10, 20)
 
-_CREATE = re.compile(r"^CREATE TABLE (\w+)\.(\w+) \((.*?)^\);", re.S | re.M)
-_COLUMN = re.compile(r"^\s+([a-z_][a-z0-9_]*)\s", re.M)
-_TABLE_COMMENT = re.compile(r"^COMMENT ON TABLE (\w+)\.(\w+) IS '((?:[^']|'')*)';", re.M)
-_COLUMN_COMMENT = re.compile(r"^COMMENT ON COLUMN (\w+)\.(\w+)\.(\w+) IS '((?:[^']|'')*)';", re.M)
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -80,19 +77,11 @@ def name_words(table: str) -> str:
 
 def parse_catalogue(ddl: str) -> tuple[TableDoc, ...]:
     """Every ``CREATE TABLE`` in ``ddl`` with its ``COMMENT ON TABLE / COLUMN`` texts, in DDL
-    order. Constraint lines (upper-case keywords) are not columns."""
-    table_notes = {f"{m[1]}.{m[2]}": m[3].replace("''", "'") for m in _TABLE_COMMENT.finditer(ddl)}
-    column_notes = {
-        f"{m[1]}.{m[2]}.{m[3]}": m[4].replace("''", "'") for m in _COLUMN_COMMENT.finditer(ddl)
-    }
-    docs = []
-    for m in _CREATE.finditer(ddl):
-        fq = f"{m[1]}.{m[2]}"
-        columns = tuple(
-            (c, column_notes.get(f"{fq}.{c}", "")) for c in _COLUMN.findall(m[3] + "\n")
-        )
-        docs.append(TableDoc(fq, table_notes.get(fq, ""), columns))
-    return tuple(docs)
+    order (read by :func:`pytest_heron.catalogue.parse_ddl`: constraints are not columns)."""
+    return tuple(
+        TableDoc(t.name, t.comment, tuple((c.name, c.comment) for c in t.columns))
+        for t in parse_ddl(ddl).tables.values()
+    )
 
 
 @cache

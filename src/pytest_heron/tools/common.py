@@ -2,9 +2,10 @@
 recording proxy for tools that call the LLM themselves.
 
 - :func:`require` imports a tool's package or fails with the exact pip command to run.
-- :func:`split_statements`, :func:`table_chunks`, :func:`table_comments`: the benchmark's DDL
-  (``BenchmarkContext.schema_ddl``, statements with ``COMMENT ON`` lines) cut into one text per
-  table, the way a retrieval-augmented tool is meant to be trained on it.
+- :func:`table_chunks`, :func:`table_comments`, :func:`schema_model`: the benchmark's DDL
+  (``BenchmarkContext.schema_ddl``, statements with ``COMMENT ON`` lines, read by
+  :mod:`pytest_heron.catalogue`) cut into one text per table, the way a retrieval-augmented tool
+  is meant to be trained on it, and as tables with their columns and comments.
 - :func:`tables_mentioned`: which known tables a text names (schema-qualified), in order.
 - :class:`LLMProxy`: an OpenAI-compatible endpoint on 127.0.0.1 in front of the project's LLM
   layer (:mod:`pytest_heron.llm`). A tool that owns its HTTP client (``vanna``, ``langchain``,
@@ -27,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
 from typing import Any
 
+from pytest_heron.catalogue import TableInfo, parse_ddl, split_statements, statement_table
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import ChatClient, ChatReply, Meter, attach_usage
 from pytest_heron.retrieval import words
@@ -45,62 +47,6 @@ def require(module: str, *, adapter: str, extra: str) -> ModuleType:
 
 # -- the schema, table by table ---------------------------------------------------------------
 
-_QUALIFIED = re.compile(r"^\s*(?:CREATE\s+TABLE|COMMENT\s+ON\s+TABLE)\s+([\w.]+)", re.I)
-_COLUMN_COMMENT = re.compile(r"^\s*COMMENT\s+ON\s+COLUMN\s+(\w+)\.(\w+)\.(\w+)", re.I)
-_TABLE_COMMENT = re.compile(r"^\s*COMMENT\s+ON\s+TABLE\s+([\w.]+)\s+IS\s+'(.*)'\s*$", re.I | re.S)
-
-
-def split_statements(ddl: str) -> list[str]:
-    """The statements of ``ddl`` (without their ``;``), skipping ``--`` comment lines; a ``;``
-    or ``--`` inside a quoted string does not count.
-
-    >>> split_statements("-- hi\\nCREATE TABLE a.b (x int);\\nCOMMENT ON TABLE a.b IS 'p; q';")
-    ['CREATE TABLE a.b (x int)', "COMMENT ON TABLE a.b IS 'p; q'"]
-    """
-    out: list[str] = []
-    buf: list[str] = []
-    i, n = 0, len(ddl)
-    quoted = False
-    while i < n:
-        ch = ddl[i]
-        if quoted:
-            buf.append(ch)
-            if ch == "'":
-                if i + 1 < n and ddl[i + 1] == "'":
-                    buf.append("'")
-                    i += 1
-                else:
-                    quoted = False
-        elif ch == "'":
-            quoted = True
-            buf.append(ch)
-        elif ch == "-" and ddl.startswith("--", i):
-            end = ddl.find("\n", i)
-            i = n if end < 0 else end
-            continue
-        elif ch == ";":
-            text = "".join(buf).strip()
-            if text:
-                out.append(text)
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    tail = "".join(buf).strip()
-    if tail:
-        out.append(tail)
-    return out
-
-
-def _owner(statement: str) -> str | None:
-    m = _QUALIFIED.match(statement)
-    if m:
-        return m.group(1).lower()
-    m = _COLUMN_COMMENT.match(statement)
-    if m:
-        return f"{m.group(1)}.{m.group(2)}".lower()
-    return None
-
 
 def table_chunks(ddl: str) -> dict[str, str]:
     """One DDL text per table: its ``CREATE TABLE`` and its ``COMMENT ON`` statements, each
@@ -111,7 +57,7 @@ def table_chunks(ddl: str) -> dict[str, str]:
     """
     parts: dict[str, list[str]] = {}
     for statement in split_statements(ddl):
-        owner = _owner(statement)
+        owner = statement_table(statement)
         if owner is not None:
             parts.setdefault(owner, []).append(statement + ";")
     return {name: "\n".join(stmts) for name, stmts in parts.items()}
@@ -119,12 +65,7 @@ def table_chunks(ddl: str) -> dict[str, str]:
 
 def table_comments(ddl: str) -> dict[str, str]:
     """The ``COMMENT ON TABLE`` text of each table (quotes unescaped)."""
-    out: dict[str, str] = {}
-    for statement in split_statements(ddl):
-        m = _TABLE_COMMENT.match(statement)
-        if m:
-            out[m.group(1).lower()] = m.group(2).replace("''", "'")
-    return out
+    return parse_ddl(ddl).table_comments
 
 
 def tables_mentioned(text: str, known: Iterable[str]) -> list[str]:
@@ -331,15 +272,6 @@ class LLMProxy:
 FALLBACK_TABLES = 5  # tables kept when a schema-linking reply names none
 
 
-def first_sentence(text: str) -> str:
-    """The first sentence of a comment.
-
-    >>> first_sentence("Orders. One row per checkout.")
-    'Orders.'
-    """
-    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0] if text else ""
-
-
 def fk_lines(pairs: list[tuple[str, str]]) -> str:
     """Foreign keys as ``child.col = parent.col`` lines for a prompt."""
     return "\n".join(f"{a} = {b}" for a, b in pairs) or "(none)"
@@ -430,45 +362,6 @@ def created_tables(text: str) -> list[str]:
 # -- a structured view of the schema, for the published methods' own schema formats -----------
 
 
-@dataclass(frozen=True)
-class ColumnInfo:
-    name: str
-    definition: str  # the column's text in CREATE TABLE after its name (type, NOT NULL, CHECK)
-    comment: str = ""
-
-
-@dataclass(frozen=True)
-class TableInfo:
-    name: str  # schema-qualified
-    comment: str
-    columns: tuple[ColumnInfo, ...]
-
-
-_CONSTRAINT_START = re.compile(
-    r"(?:CONSTRAINT|PRIMARY\s+KEY|UNIQUE|CHECK|FOREIGN\s+KEY|EXCLUDE)\b", re.I
-)
-_COLUMN_COMMENT_TEXT = re.compile(
-    r"^\s*COMMENT\s+ON\s+COLUMN\s+(\w+\.\w+)\.(\w+)\s+IS\s+'(.*)'\s*$", re.I | re.S
-)
-
-
-def _top_level_items(body: str) -> list[str]:
-    """``body`` split at the commas outside parentheses and quotes."""
-    items, depth, quoted, start = [], 0, False, 0
-    for i, ch in enumerate(body):
-        if ch == "'":
-            quoted = not quoted
-        elif not quoted and ch == "(":
-            depth += 1
-        elif not quoted and ch == ")":
-            depth -= 1
-        elif not quoted and ch == "," and depth == 0:
-            items.append(body[start:i].strip())
-            start = i + 1
-    items.append(body[start:].strip())
-    return [i for i in items if i]
-
-
 def schema_model(ddl: str) -> dict[str, TableInfo]:
     """Every table of ``ddl`` with its comment and its columns (definition and comment), in
     creation order. Pure.
@@ -478,30 +371,7 @@ def schema_model(ddl: str) -> dict[str, TableInfo]:
     >>> m["s.t"].comment, [(c.name, c.definition, c.comment) for c in m["s.t"].columns]
     ('T.', [('id', 'bigint PRIMARY KEY', ''), ('k', "text CHECK (k IN ('a', 'b'))", 'Kind.')])
     """
-    comments = table_comments(ddl)
-    col_comments: dict[tuple[str, str], str] = {}
-    creates: dict[str, str] = {}
-    for statement in split_statements(ddl):
-        m = _COLUMN_COMMENT_TEXT.match(statement)
-        if m:
-            col_comments[(m.group(1).lower(), m.group(2))] = m.group(3).replace("''", "'")
-            continue
-        c = re.match(r"\s*CREATE\s+TABLE\s+([\w.]+)\s*\((.*)\)\s*$", statement, re.I | re.S)
-        if c:
-            creates[c.group(1).lower()] = c.group(2)
-    out: dict[str, TableInfo] = {}
-    for name, body in creates.items():
-        columns = []
-        for item in _top_level_items(body):
-            if _CONSTRAINT_START.match(item):
-                continue
-            col, _, rest = item.partition(" ")
-            col = col.strip('"')
-            columns.append(
-                ColumnInfo(col, " ".join(rest.split()), col_comments.get((name, col), ""))
-            )
-        out[name] = TableInfo(name, comments.get(name, ""), tuple(columns))
-    return out
+    return parse_ddl(ddl).tables
 
 
 FOREIGN_KEYS_SQL = """

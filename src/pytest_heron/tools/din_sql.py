@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 import time
 
+from pytest_heron.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import (
     ChatClient,
@@ -46,8 +47,6 @@ from pytest_heron.llm import (
 from pytest_heron.tools.common import (
     FALLBACK_TABLES,
     LexicalIndex,
-    TableInfo,
-    first_sentence,
     fk_lines,
     fks_among,
     foreign_keys,

@@ -36,6 +36,7 @@ import time
 from typing import Any
 
 from pytest_heron import sandbox
+from pytest_heron.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import (
     ChatClient,
@@ -48,8 +49,6 @@ from pytest_heron.llm import (
 from pytest_heron.tools.common import (
     FALLBACK_TABLES,
     LexicalIndex,
-    TableInfo,
-    first_sentence,
     fk_lines,
     fks_among,
     foreign_keys,
@@ -141,7 +140,7 @@ def parse_selection(reply: str, known: dict[str, TableInfo]) -> dict[str, list[s
     ``drop_all`` and unknown columns are ignored; a table whose listed columns are all unknown
     keeps all of them.
 
-    >>> from pytest_heron.tools.common import ColumnInfo
+    >>> from pytest_heron.catalogue import ColumnInfo
     >>> t = TableInfo("s.t", "", (ColumnInfo("a", "int"), ColumnInfo("b", "int")))
     >>> parse_selection('ok: {"s.t": ["b", "zz"], "s.x": "keep_all"}', {"s.t": t})
     {'s.t': ['b']}

@@ -28,9 +28,9 @@ tables whose ``CREATE TABLE`` was in a prompt Vanna sent.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from pytest_heron.catalogue import parse_ddl
 from pytest_heron.errors import AdapterError
 from pytest_heron.llm import PLACEHOLDER_KEY, client_for, time_limits
 from pytest_heron.tools.common import (
@@ -38,7 +38,6 @@ from pytest_heron.tools.common import (
     LLMProxy,
     created_tables,
     require,
-    split_statements,
     table_chunks,
 )
 from pytest_heron.types import BenchmarkContext, Prediction, Question
@@ -48,12 +47,7 @@ N_RESULTS = 10  # Vanna's default number of retrieved items per kind
 
 def schema_documentation(ddl: str) -> list[str]:
     """One documentation text per schema, from its ``COMMENT ON SCHEMA`` statement."""
-    docs = []
-    for statement in split_statements(ddl):
-        m = re.match(r"\s*COMMENT\s+ON\s+SCHEMA\s+(\w+)\s+IS\s+'(.*)'\s*$", statement, re.I | re.S)
-        if m:
-            docs.append(f"Schema {m.group(1)}: {m.group(2).replace(chr(39) * 2, chr(39))}")
-    return docs
+    return [f"Schema {name}: {text}" for name, text in parse_ddl(ddl).schema_comments.items()]
 
 
 def _vanna_class() -> type:

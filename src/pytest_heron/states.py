@@ -299,6 +299,10 @@ def ensure_state(
             lock_down(server.dsn(name))
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+    return _state(server, scale, seed, name, manifest)
+
+
+def _state(server: Server, scale: str, seed: int, name: str, manifest: dict[str, object]) -> State:
     return State(
         scale=scale,
         seed=seed,
@@ -411,14 +415,7 @@ def ensure_citus_state(
             _grant_reader(server, name, exclusive=False)
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
-    return State(
-        scale=scale,
-        seed=seed,
-        database=name,
-        admin_dsn=server.dsn(name),
-        reader_dsn=server.dsn(name, user=reader_role(name), password=READER_PASSWORD),
-        manifest=manifest,
-    )
+    return _state(server, scale, seed, name, manifest)
 
 
 def _drop_other_versions(

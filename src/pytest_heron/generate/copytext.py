@@ -6,7 +6,7 @@ The whole chunk is built as one byte matrix, a row per table row: every column r
 block of fixed width, padded with NUL bytes anywhere inside the block, with tab and newline
 columns between the blocks. NUL cannot occur in PostgreSQL text, so dropping every NUL byte of
 the matrix (one vectorised compress) leaves exactly the COPY text. Nothing loops per row in
-Python except the UTF-8 encoding of text values.
+Python except reading text values out of their object array.
 """
 
 from __future__ import annotations

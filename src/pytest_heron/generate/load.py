@@ -17,6 +17,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pytest_heron.catalogue import split_statements
 from pytest_heron.errors import ConfigError
 from pytest_heron.generate import citus
 from pytest_heron.generate.columns import Generator
@@ -105,14 +106,8 @@ def _section2(bundle: Bundle, layout: str = "standard") -> list[str]:
     distributed = citus.placement(bundle).distributed if layout == "citus" else ()
     out = []
     for module in bundle.modules:
-        text = "\n".join(
-            line for line in module.ddl_constraints.splitlines() if not line.startswith("--")
-        )
-        for raw in text.split(";"):
-            stmt = " ".join(raw.split())
-            if not stmt:
-                continue
-            stmt += ";"
+        for raw in split_statements(module.ddl_constraints):
+            stmt = " ".join(raw.split()) + ";"
             if distributed and _is_index(stmt):
                 stmt = citus.rewrite_index(stmt, distributed)
             elif distributed and _FK.match(stmt):
@@ -233,19 +228,18 @@ class _Schedule:
     CREATE INDEX statements can share one). Pure bookkeeping; the lanes lock around it."""
 
     def __init__(self, statements: list[str]) -> None:
-        self.pending = list(statements)
+        # Each statement's table is read once here, not on every look through the queue.
+        self.pending = [(stmt, *_target(stmt)) for stmt in statements]
         self.running: dict[str, list[bool]] = {}
 
     def take(self) -> tuple[str, str, bool] | None:
         """The next runnable statement with its table and exclusivity, or None if every
         pending one is blocked for now."""
-        for i, stmt in enumerate(self.pending):
-            table, exclusive = _target(stmt)
-            held = self.running.get(table, [])
+        for i, (stmt, table, exclusive) in enumerate(self.pending):
+            held = self.running.setdefault(table, [])
             if not held or not (exclusive or any(held)):
                 del self.pending[i]
                 held.append(exclusive)
-                self.running[table] = held
                 return stmt, table, exclusive
         return None
 

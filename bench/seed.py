@@ -23,7 +23,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from pytest_heron.backends import POSTGRES_MAJOR, embedded
+from pytest_heron.database.server import POSTGRES_MAJOR, embedded
 from pytest_heron.generate.load import seed_database
 
 

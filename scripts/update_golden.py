@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_heron.backends import embedded
-from pytest_heron.checksum import table_checksums, total_line
+from pytest_heron.database.checksum import table_checksums, total_line
+from pytest_heron.database.server import embedded
+from pytest_heron.database.states import ensure_state
 from pytest_heron.generate import load_bundle
-from pytest_heron.states import ensure_state
 
 GOLDEN = Path(__file__).resolve().parents[1] / "tests" / "golden" / "tiny_42.tsv"
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pytest_heron.backends import Server, embedded
+from pytest_heron.database.server import Server, embedded
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +20,6 @@ def server() -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def tiny_state(server: Server):  # type: ignore[no-untyped-def]
-    from pytest_heron.states import ensure_state
+    from pytest_heron.database.states import ensure_state
 
     return ensure_state(server, "tiny", 42)

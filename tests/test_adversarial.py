@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from pytest_heron import sandbox
-from pytest_heron.checksum import table_checksums
+from pytest_heron.database.checksum import table_checksums
+from pytest_heron.database.states import ensure_state, reader_role
 from pytest_heron.generate import load_bundle
-from pytest_heron.states import ensure_state, reader_role
 
 TIMEOUT = 1.0
 # (name, SQL, allowed error kinds; None means the query must succeed)

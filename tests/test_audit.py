@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_heron import audit
-from pytest_heron.backends import Server
-from pytest_heron.questions import load_questions
-from pytest_heron.states import ensure_state
+from pytest_heron.database.server import Server
+from pytest_heron.database.states import ensure_state
+from pytest_heron.dataset.questions import load_questions
 from pytest_heron.types import Question
 
 pytestmark = pytest.mark.audit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_heron import audit
+from pytest_heron.sandbox.statement import tables_read
 from pytest_heron.types import Question
 
 
@@ -23,7 +24,7 @@ def test_tables_read_excludes_ctes_and_keeps_schemas() -> None:
         "WITH t AS (SELECT * FROM orders.orders) "
         "SELECT * FROM t JOIN core.tenants c ON c.id = t.tenant_id"
     )
-    assert audit.tables_read(sql) == {"orders.orders", "core.tenants"}
+    assert tables_read(sql) == {"orders.orders", "core.tenants"}
 
 
 def test_static_problems_find_each_kind() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pytest_heron import backends
+from pytest_heron.database import server as backends
 from pytest_heron.errors import BackendError
 
 
@@ -73,7 +73,7 @@ def test_two_processes_starting_one_embedded_server_share_it(tmp_path: Path) -> 
     code = (
         "import sys, psycopg\n"
         "from pathlib import Path\n"
-        "from pytest_heron.backends import embedded\n"
+        "from pytest_heron.database.server import embedded\n"
         "srv = embedded(Path(sys.argv[1]))\n"
         "with psycopg.connect(srv.admin_dsn) as c:\n"
         "    print(c.execute('SELECT pg_postmaster_start_time()').fetchone()[0])\n"

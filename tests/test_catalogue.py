@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_heron.catalogue import (
+from pytest_heron.dataset.catalogue import (
     ColumnInfo,
     TableInfo,
     first_sentence,

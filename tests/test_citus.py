@@ -10,8 +10,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pytest_heron.backends import Server
-from pytest_heron.checksum import table_checksums
+from pytest_heron.database.checksum import table_checksums
+from pytest_heron.database.server import Server
+from pytest_heron.database.states import State, ensure_state
 from pytest_heron.errors import BackendError, SpecError
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import (
@@ -25,7 +26,6 @@ from pytest_heron.generate.citus import (
     rewrite_key,
 )
 from pytest_heron.generate.load import ddl_script
-from pytest_heron.states import State, ensure_state
 
 DIST = ["orders.orders", "orders.order_items", "crm.accounts", "catalog.products"]
 FK = "ALTER TABLE {} ADD CONSTRAINT fk_x FOREIGN KEY ({}) REFERENCES {}({})"

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pytest_heron.backends import Server
+from pytest_heron.database.server import Server
 
 
 def _heron(*args: str) -> subprocess.CompletedProcess[str]:

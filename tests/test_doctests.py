@@ -8,15 +8,16 @@ import importlib
 import pytest
 
 MODULES = [
-    "pytest_heron.metrics",
+    "pytest_heron.scoring.metrics",
+    "pytest_heron.scoring.similarity",
     "pytest_heron.generate.streams",
     "pytest_heron.generate.citus",
-    "pytest_heron.llm",
-    "pytest_heron.llm_cache",
-    "pytest_heron.pricing",
-    "pytest_heron.extract",
-    "pytest_heron.backends",
-    "pytest_heron.catalogue",
+    "pytest_heron.systems.llm.client",
+    "pytest_heron.systems.llm.cache",
+    "pytest_heron.scoring.pricing",
+    "pytest_heron.systems.llm.extract",
+    "pytest_heron.database.server",
+    "pytest_heron.dataset.catalogue",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.checksum import table_checksums, total_line
+from pytest_heron.database.checksum import table_checksums, total_line
 from pytest_heron.generate import load_bundle
 
 GOLDEN = Path(__file__).parent / "golden" / "tiny_42.tsv"

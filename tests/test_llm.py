@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from chat_stub import ChatStub, Raw, completion, rate_limited
 from pytest_heron.errors import AdapterError
-from pytest_heron.llm import (
+from pytest_heron.systems.llm.client import (
     CacheMiss,
     ChatClient,
     LLMConfig,

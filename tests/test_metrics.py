@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_heron import metrics
+from pytest_heron.scoring import metrics, similarity
 
 cells = st.one_of(st.none(), st.integers(-5, 5), st.sampled_from(["a", "b", "c"]))
 tables = st.lists(st.tuples(cells, cells), max_size=12)
@@ -20,7 +20,7 @@ tables = st.lists(st.tuples(cells, cells), max_size=12)
 def test_soft_f1_is_one_for_equal_results_in_any_order(rows: list[tuple[Any, ...]]) -> None:
     shuffled = rows[:]
     random.Random(len(rows)).shuffle(shuffled)
-    assert metrics.soft_f1(rows, shuffled) == 1.0
+    assert similarity.soft_f1(rows, shuffled) == 1.0
 
 
 @given(tables, tables)
@@ -28,16 +28,16 @@ def test_soft_f1_is_one_for_equal_results_in_any_order(rows: list[tuple[Any, ...
 def test_soft_f1_is_a_share_and_symmetric_in_order(
     gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]
 ) -> None:
-    score = metrics.soft_f1(gold, pred)
+    score = similarity.soft_f1(gold, pred)
     assert 0.0 <= score <= 1.0
-    assert score == metrics.soft_f1(gold, list(reversed(pred)))
+    assert score == similarity.soft_f1(gold, list(reversed(pred)))
 
 
 def test_soft_f1_gives_partial_credit() -> None:
-    assert metrics.soft_f1([(1, "a"), (2, "b")], [(1, "a")]) == pytest.approx(2 / 3)
-    assert metrics.soft_f1([(1, "a")], []) == 0.0
-    assert metrics.soft_f1([], []) == 1.0
-    assert metrics.soft_f1([(1, "a")], [(1, "x")]) == 0.5
+    assert similarity.soft_f1([(1, "a"), (2, "b")], [(1, "a")]) == pytest.approx(2 / 3)
+    assert similarity.soft_f1([(1, "a")], []) == 0.0
+    assert similarity.soft_f1([], []) == 1.0
+    assert similarity.soft_f1([(1, "a")], [(1, "x")]) == 0.5
 
 
 @given(st.integers(1, 30), st.data())
@@ -91,9 +91,9 @@ def test_mcnemar_exact() -> None:
 
 
 def test_exact_match_normalises_but_is_strict() -> None:
-    assert metrics.exact_match("SELECT a FROM t", "select  a\nfrom t;")
-    assert not metrics.exact_match("SELECT a FROM t", "SELECT t.a FROM t")
-    assert not metrics.exact_match("SELECT a FROM t", None)
+    assert similarity.exact_match("SELECT a FROM t", "select  a\nfrom t;")
+    assert not similarity.exact_match("SELECT a FROM t", "SELECT t.a FROM t")
+    assert not similarity.exact_match("SELECT a FROM t", None)
 
 
 def _sampled(flags: list[bool]) -> dict[str, Any]:
@@ -166,7 +166,7 @@ def test_cost_from_billed_tokens_and_a_price() -> None:
 
 def test_price_table_lookup_and_validation(tmp_path: Any) -> None:
     from pytest_heron.errors import ConfigError
-    from pytest_heron.pricing import load_prices, price_for
+    from pytest_heron.scoring.pricing import load_prices, price_for
 
     builtin = load_prices()
     assert price_for("gpt-4o-mini", builtin) == price_for("openai/gpt-4o-mini", builtin)

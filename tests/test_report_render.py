@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from pytest_heron import report
-from pytest_heron.html import write_report
+from pytest_heron.results import document as report
+from pytest_heron.results.folder import write_report
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (html.py, class "bar")

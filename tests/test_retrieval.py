@@ -13,16 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_heron import minilm, retrieval
 from pytest_heron.cli import main
+from pytest_heron.dataset.questions import load_questions
 from pytest_heron.errors import HeronError
 from pytest_heron.generate import load_bundle
-from pytest_heron.questions import load_questions
+from pytest_heron.scoring import recall
+from pytest_heron.systems.retrieval import minilm
+from pytest_heron.systems.retrieval import rankers as retrieval
 from pytest_heron.types import RETRIEVALS, Question
 
 QUESTIONS = load_questions()
 TABLES = sorted(load_bundle().tables)
-KS = retrieval.DEFAULT_KS
+KS = recall.DEFAULT_KS
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +109,7 @@ def test_recall_table_gives_partial_credit_per_question_and_class() -> None:
         _question("b", ("s.z",), "two_hop"),
     ]
     rankings = {"a": ["s.x", "s.q", "s.y"], "b": ["s.q", "s.r", "s.z"]}
-    rows = retrieval.recall_table(questions, rankings, (1, 2, 3))
+    rows = recall.recall_table(questions, rankings, (1, 2, 3))
     assert rows == [
         {"retrieval": "all", "n": 2, "at_1": 25.0, "at_2": 25.0, "at_3": 100.0},
         {"retrieval": "named", "n": 1, "at_1": 50.0, "at_2": 50.0, "at_3": 100.0},
@@ -134,9 +136,9 @@ def test_bm25_ranks_every_table_exactly_once(bm25: retrieval.Ranker) -> None:
 
 def test_bm25_rankings_are_deterministic(bm25: retrieval.Ranker) -> None:
     fresh = retrieval.build_ranker("bm25")
-    first = retrieval.rank_questions(bm25, QUESTIONS)
-    assert retrieval.rank_questions(fresh, QUESTIONS) == first
-    assert retrieval.rank_questions(bm25, QUESTIONS) == first
+    first = recall.rank_questions(bm25, QUESTIONS)
+    assert recall.rank_questions(fresh, QUESTIONS) == first
+    assert recall.rank_questions(bm25, QUESTIONS) == first
 
 
 @pytest.mark.parametrize(
@@ -161,7 +163,7 @@ def test_bm25_finds_the_table_a_real_question_names(bm25: retrieval.Ranker) -> N
 
 
 def test_bm25_recall_is_a_percentage_and_monotone_in_k(bm25: retrieval.Ranker) -> None:
-    rows = retrieval.recall_table(QUESTIONS, retrieval.rank_questions(bm25, QUESTIONS), KS)
+    rows = recall.recall_table(QUESTIONS, recall.rank_questions(bm25, QUESTIONS), KS)
     _check_recall_rows(rows)
 
 
@@ -179,8 +181,8 @@ def test_heron_recall_prints_the_computed_numbers(
     method: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ranker = request.getfixturevalue(method)
-    rankings = retrieval.rank_questions(ranker, QUESTIONS)
-    rows = retrieval.recall_table(QUESTIONS, rankings, KS)
+    rankings = recall.rank_questions(ranker, QUESTIONS)
+    rows = recall.recall_table(QUESTIONS, rankings, KS)
     _check_recall_rows(rows)
 
     assert main(["recall", "--method", method]) == 0
@@ -195,7 +197,7 @@ def test_heron_recall_prints_the_computed_numbers(
     assert main(["recall", "--method", method, "--k", "1,3", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["conditions"]["method"] == method
-    assert doc["recall"] == retrieval.recall_table(QUESTIONS, rankings, (1, 3))
+    assert doc["recall"] == recall.recall_table(QUESTIONS, rankings, (1, 3))
 
 
 def test_heron_recall_rejects_a_bad_k(capsys: pytest.CaptureFixture[str]) -> None:
@@ -272,6 +274,6 @@ def test_minilm_embeddings_are_unit_deterministic_and_semantic() -> None:
 def test_embedding_ranks_every_table_once_and_deterministically(
     embedding: retrieval.Ranker,
 ) -> None:
-    first = retrieval.rank_questions(embedding, QUESTIONS)
+    first = recall.rank_questions(embedding, QUESTIONS)
     assert all(sorted(r) == TABLES for r in first.values())
-    assert retrieval.rank_questions(embedding, QUESTIONS) == first
+    assert recall.rank_questions(embedding, QUESTIONS) == first

@@ -9,9 +9,9 @@ import sys
 import psycopg
 from psycopg import sql
 
-from pytest_heron.backends import Server
+from pytest_heron.database.server import Server
+from pytest_heron.database.states import ensure_state, state_name
 from pytest_heron.generate import load_bundle
-from pytest_heron.states import ensure_state, state_name
 
 
 def _drop(server: Server, name: str) -> None:
@@ -63,8 +63,8 @@ def test_two_processes_build_a_state_once(server: Server) -> None:
     _drop(server, name)
     code = (
         "import json, sys\n"
-        "from pytest_heron.backends import from_dsn\n"
-        "from pytest_heron.states import ensure_state\n"
+        "from pytest_heron.database.server import from_dsn\n"
+        "from pytest_heron.database.states import ensure_state\n"
         f"s = ensure_state(from_dsn(sys.argv[1]), 'tiny', 42, database={name!r})\n"
         "print(s.manifest['built_at'], s.manifest['seconds'])\n"
     )
@@ -81,7 +81,7 @@ def test_two_processes_build_a_state_once(server: Server) -> None:
 
 
 def test_other_data_versions_are_dropped_only_when_idle(server: Server) -> None:
-    from pytest_heron.states import _drop_other_versions
+    from pytest_heron.database.states import _drop_other_versions
 
     names = {
         "idle": "heron_tiny_9917_aaaaaaaaaaaa",

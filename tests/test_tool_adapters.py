@@ -12,11 +12,11 @@ import pytest
 
 from chat_stub import ChatStub, Raw, completion
 from pytest_heron import sandbox
-from pytest_heron.adapters import make_adapter
-from pytest_heron.backends import cache_dir
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate.spec import load_bundle
-from pytest_heron.tools import common
+from pytest_heron.paths import cache_dir
+from pytest_heron.systems.registry import make_adapter
+from pytest_heron.systems.tools import common
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 pytest_plugins = ["pytester"]
@@ -119,7 +119,7 @@ def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
 def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> None:
     import openai
 
-    from pytest_heron.llm import ChatClient, LLMConfig, ResponseCache
+    from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
 
     script = [completion("a", prompt_tokens=5, completion_tokens=1)] * 2
     with ChatStub(script) as stub:
@@ -532,7 +532,7 @@ sys.meta_path.insert(0, Block())
 """
 PREPARE_ALL = """
 import json
-from pytest_heron.adapters import make_adapter
+from pytest_heron.systems.registry import make_adapter
 from pytest_heron.types import BenchmarkContext
 
 ctx = BenchmarkContext(dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="",
@@ -597,7 +597,7 @@ def test_doctests_of_the_tool_modules() -> None:
     import importlib
 
     for module in ("common", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
-        result = doctest.testmod(importlib.import_module(f"pytest_heron.tools.{module}"))
+        result = doctest.testmod(importlib.import_module(f"pytest_heron.systems.tools.{module}"))
         assert result.attempted > 0 and result.failed == 0, module
 
 

@@ -9,9 +9,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_heron.backends import Server, embedded, from_dsn, redacted
+from pytest_heron.database.server import Server, embedded, from_dsn, redacted
 from pytest_heron.errors import HeronError
-from pytest_heron.options import LAYOUTS, SCALES
+from pytest_heron.generate.citus import LAYOUTS
+from pytest_heron.options import SCALES
 
 
 def _say(msg: str) -> None:
@@ -23,7 +24,7 @@ def _server(dsn: str | None) -> Server:
 
 
 def _seed(args: argparse.Namespace) -> int:
-    from pytest_heron.states import ensure_state
+    from pytest_heron.database.states import ensure_state
 
     started = time.perf_counter()
     server = _server(args.dsn)
@@ -65,9 +66,9 @@ def _ddl(args: argparse.Namespace) -> int:
 def _checksum(args: argparse.Namespace) -> int:
     import psycopg
 
-    from pytest_heron.checksum import table_checksums, total_line
+    from pytest_heron.database.checksum import table_checksums, total_line
+    from pytest_heron.database.states import state_name
     from pytest_heron.generate import load_bundle
-    from pytest_heron.states import state_name
 
     database = args.database or state_name(args.scale, args.seed)
     server = _server(args.dsn)
@@ -92,7 +93,7 @@ def _checksum(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pytest_heron.metrics import mcnemar_exact
+    from pytest_heron.scoring.metrics import mcnemar_exact
 
     docs = []
     for path in (args.a, args.b):
@@ -138,8 +139,9 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from pytest_heron.questions import load_questions
-    from pytest_heron.retrieval import markdown, rank_questions, ranker, recall_table
+    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.scoring.recall import markdown, rank_questions, recall_table
+    from pytest_heron.systems.retrieval.rankers import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
     built = ranker(args.method)

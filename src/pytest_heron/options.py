@@ -16,7 +16,6 @@ from typing import Any
 from pytest_heron.errors import ConfigError
 
 SCALES = ("tiny", "small", "bench", "large")
-LAYOUTS = ("standard", "citus")  # key layouts of `heron seed`; the plugin uses standard only
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
 

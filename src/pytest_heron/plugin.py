@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_heron import options
+from pytest_heron.items import HeronCollector, HeronItem
 
 if TYPE_CHECKING:
-    from pytest_heron.session import HeronRun
-    from pytest_heron.types import Question
+    from pytest_heron.run import HeronRun
 
 RUN_KEY = pytest.StashKey["HeronRun"]()
 PAYLOAD = "heron"
@@ -27,7 +27,7 @@ BASE_MARKERS = {
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_heron import newhooks
+    import pytest_heron.hookspecs as newhooks
 
     pluginmanager.add_hookspecs(newhooks)
 
@@ -47,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _adapter_name(config):
         return
     from pytest_heron.errors import HeronError
-    from pytest_heron.session import HeronRun
+    from pytest_heron.run import HeronRun
 
     try:
         settings = options.resolve(config.getoption, config.getini)
@@ -67,65 +67,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
-
-
-class QuestionFailed(Exception):
-    """A wrong or failed answer; its message is the whole failure report."""
-
-
-class HeronCollector(pytest.Collector):
-    """The benchmark's questions, collected as one node named ``heron``."""
-
-    def __init__(self, *, run: HeronRun, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.run = run
-
-    def collect(self) -> list[pytest.Item]:
-        return [
-            HeronItem.from_parent(self, name=q.id, question=q, run=self.run)
-            for q in self.run.questions.values()
-        ]
-
-
-class HeronItem(pytest.Item):
-    def __init__(self, *, question: Question, run: HeronRun, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.question = question
-        self.run = run
-        self.outcome: dict[str, Any] | None = None
-        self.add_marker("heron")
-        for marker in question.markers:
-            self.add_marker(marker)
-
-    def runtest(self) -> None:
-        self.outcome = self.run.answer(self.question)
-        if self.outcome["correct"]:
-            return
-        message = _failure_message(self.question, self.outcome)
-        if self.run.settings.min_ex is not None and self.outcome["error_kind"] != "infra_crash":
-            pytest.xfail(message)  # with a threshold, the session's EX decides the exit status
-        raise QuestionFailed(message)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        if isinstance(excinfo.value, QuestionFailed):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"heron question {self.question.id} ({self.question.source})"
-
-
-def _failure_message(q: Question, out: dict[str, Any]) -> str:
-    lines = [f"{q.id}: {q.question}"]
-    if out.get("pred_sql"):
-        lines.append("predicted SQL:")
-        lines.extend("    " + line for line in str(out["pred_sql"]).splitlines())
-    if out.get("error_kind"):
-        lines.append(f"{out['error_kind']}: {out['error']}")
-    if out.get("reason"):
-        lines.append("result differs from gold:")
-        lines.extend("    " + line for line in str(out["reason"]).splitlines())
-    return "\n".join(lines)
 
 
 class HeronPlugin:
@@ -222,7 +163,7 @@ class HeronPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if _is_worker(self.config) or self.run.results is None:
             return
-        from pytest_heron.report import summary_lines
+        from pytest_heron.results.terminal import summary_lines
 
         tr = terminalreporter
         tr.write_sep("=", "heron benchmark")

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 from pytest_heron.errors import SpecError
 from pytest_heron.generate.spec import Bundle
-from pytest_heron.options import LAYOUTS
+
+LAYOUTS = ("standard", "citus")  # key layouts of `heron seed`; the plugin uses standard only
 
 __all__ = [
     "DISTRIBUTION_COLUMN",

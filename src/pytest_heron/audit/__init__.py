@@ -1,0 +1,35 @@
+"""The gold audit: checks that every question's gold SQL is right, stable and discriminating.
+
+Static checks need no database (:mod:`.static`: tables read, volatile functions, ordering,
+duplicates); dynamic checks run gold on every state (:mod:`.gold`: executes, returns rows unless
+an empty probe, same columns and types in every state, no ties at a LIMIT boundary); mutants of
+gold made with sqlglot rewrites must give a different result on at least one state
+(:mod:`.mutants`). ``pytest -m audit`` runs all of it (tests/test_audit.py);
+``python -m pytest_heron.audit`` runs it on a question folder for authors (:mod:`.cli`).
+"""
+
+from __future__ import annotations
+
+from pytest_heron.audit.gold import limit_ties, state_problems
+from pytest_heron.audit.mutants import (
+    KillRate,
+    MutantResult,
+    join_equivalence,
+    kill_rate,
+    mutant_results,
+    mutants,
+)
+from pytest_heron.audit.static import duplicate_problems, static_problems
+
+__all__ = [
+    "KillRate",
+    "MutantResult",
+    "duplicate_problems",
+    "join_equivalence",
+    "kill_rate",
+    "limit_ties",
+    "mutant_results",
+    "mutants",
+    "state_problems",
+    "static_problems",
+]

@@ -1,0 +1,75 @@
+"""Static checks of gold SQL: no database needed (tables read, volatile functions, duplicates)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import sqlglot
+from sqlglot import exp
+
+from pytest_heron import compare
+from pytest_heron.sandbox.statement import parse_sql, tables_read
+from pytest_heron.types import Question
+
+VOLATILE = {
+    "random",
+    "setseed",
+    "now",
+    "clock_timestamp",
+    "statement_timestamp",
+    "transaction_timestamp",
+    "timeofday",
+    "gen_random_uuid",
+    "uuid_generate_v4",
+}
+
+
+VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Rand)
+
+
+def static_problems(q: Question) -> dict[str, str]:
+    """Problems found without a database, keyed by check name."""
+    problems: dict[str, str] = {}
+    try:
+        tree = parse_sql(q.gold_sql)
+    except sqlglot.errors.ParseError as exc:
+        return {"parses": f"gold does not parse: {str(exc).splitlines()[0]}"}
+    read = tables_read(q.gold_sql)
+    if read != set(q.gold_tables):
+        problems["gold_tables"] = (
+            f"gold reads {sorted(read)} but gold_tables says {sorted(q.gold_tables)}"
+        )
+    volatile = sorted(
+        {f.name.lower() for f in tree.find_all(exp.Anonymous) if f.name.lower() in VOLATILE}
+        | {type(n).__name__ for n in tree.find_all(*VOLATILE_NODES)}
+    )
+    if volatile:
+        problems["deterministic"] = f"gold uses volatile functions: {', '.join(volatile)}"
+    top = tree.args.get("limit") or tree.args.get("offset")
+    has_order = tree.args.get("order") is not None
+    if top is not None and not has_order:
+        problems["ordered_limit"] = "LIMIT/OFFSET without a top-level ORDER BY"
+    if has_order and compare.order_keys(q.gold_sql) == ():
+        problems["order_keys"] = "every top-level ORDER BY key must be an output column"
+    return problems
+
+
+def duplicate_problems(questions: Sequence[Question]) -> dict[str, str]:
+    """Questions whose normalised text or normalised gold repeats another's."""
+    seen_text: dict[str, str] = {}
+    seen_sql: dict[str, str] = {}
+    problems = {}
+    for q in questions:
+        text = " ".join(re.sub(r"[^a-z0-9 ]", " ", q.question.lower()).split())
+        try:
+            gold = parse_sql(q.gold_sql).sql(dialect="postgres", normalize=True)
+        except sqlglot.errors.ParseError:
+            gold = q.gold_sql
+        if text in seen_text:
+            problems[q.id] = f"same question as {seen_text[text]}"
+        elif gold in seen_sql:
+            problems[q.id] = f"same gold SQL as {seen_sql[gold]}"
+        seen_text.setdefault(text, q.id)
+        seen_sql.setdefault(gold, q.id)
+    return problems

@@ -1,0 +1,445 @@
+"""Seeded database states: one database per ``(scale, seed, data version)``, built once.
+
+A state's database is named ``heron_<scale>_<seed>_<data version>``. It is built under another
+name and renamed when complete, then stamped with a manifest (JSON in ``COMMENT ON DATABASE``);
+a database with the right name and a matching stamp is reused as it is. A server-wide advisory
+lock per state name keeps two processes (xdist controllers, parallel CI jobs, ``heron seed``)
+from building the same state at once: the second waits and then reuses the first one's work.
+
+``heron seed --layout citus`` is the exception (:func:`ensure_citus_state`): it seeds in place
+into a database the user prepared on a Citus cluster, and its stamp records the layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+
+from pytest_heron.database.server import Server
+from pytest_heron.errors import BackendError, ConfigError
+from pytest_heron.generate import load_bundle
+from pytest_heron.generate.citus import LAYOUTS
+from pytest_heron.generate.load import SeedResult, seed_database
+
+READER_PASSWORD = "heron_reader"  # SELECT-only on public benchmark data; see DECISIONS.md
+MANIFEST_FORMAT = 1
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class State:
+    """A ready database state."""
+
+    scale: str
+    seed: int
+    database: str
+    admin_dsn: str
+    reader_dsn: str
+    manifest: dict[str, object]
+
+
+def state_name(scale: str, seed: int) -> str:
+    return f"heron_{scale}_{seed}_{load_bundle().data_version}"
+
+
+def _lock_key(name: str) -> int:
+    return zlib.crc32(name.encode()) - 2**31  # fits a signed int4 key pair's second half
+
+
+def _read_manifest(conn: psycopg.Connection[tuple[object, ...]], name: str) -> dict[str, object]:
+    row = conn.execute(
+        "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+        (name,),
+    ).fetchone()
+    if row is None or not row[0]:
+        return {}
+    try:
+        doc = json.loads(str(row[0]))
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def _layout(manifest: dict[str, object]) -> str:
+    """The key layout a stamp records (stamps from before layouts existed are standard)."""
+    return str(manifest.get("layout", "standard"))
+
+
+def _valid(
+    manifest: dict[str, object], name: str, layout: str = "standard", distributed: bool = True
+) -> bool:
+    return (
+        manifest.get("format") == MANIFEST_FORMAT
+        and manifest.get("database") == name
+        and manifest.get("data_version") == load_bundle().data_version
+        and _layout(manifest) == layout
+        and (layout == "standard" or manifest.get("distributed") == distributed)
+    )
+
+
+def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def reader_role(database: str) -> str:
+    """The SELECT-only role of one state database (one role per state, so a prediction can read
+    only the state it is scored on)."""
+    return f"heron_reader_{zlib.crc32(database.encode()):08x}"
+
+
+def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]], role: str) -> None:
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    if not exists:
+        with contextlib.suppress(psycopg.errors.DuplicateObject):  # another process was first
+            conn.execute(
+                sql.SQL(
+                    "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE"
+                ).format(sql.Identifier(role), sql.Literal(READER_PASSWORD))
+            )
+    conn.execute(
+        sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(sql.Identifier(role))
+    )
+
+
+def _grant_reader(server: Server, database: str, exclusive: bool = True) -> None:
+    """Set up the state's reader (idempotent): it may read the benchmark schemas only and, when
+    ``exclusive`` (heron owns the database), is the only role besides the owner that connects."""
+    role = reader_role(database)
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        _ensure_reader(conn, role)
+        db = sql.Identifier(database)
+        if exclusive:
+            conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
+        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(role)))
+    with psycopg.connect(server.dsn(database), autocommit=True) as conn:
+        if exclusive:
+            conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
+        for schema in [m.name for m in load_bundle().modules]:
+            conn.execute(
+                sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                    sql.Identifier(schema), sql.Identifier(role)
+                )
+            )
+            conn.execute(
+                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    sql.Identifier(schema), sql.Identifier(role)
+                )
+            )
+
+
+# Functions a prediction has no business calling: sleeping and locking (stalling the run or
+# other sessions), changing settings or roles, signalling other backends, reading server files,
+# and dumping whole tables or schemas as XML. Revoked from PUBLIC in every state database, so the
+# reader role cannot call them; the admin role (a superuser) is unaffected.
+DANGEROUS_FUNCTIONS = (
+    "pg_sleep",
+    "pg_sleep_for",
+    "pg_sleep_until",
+    "set_config",
+    "pg_terminate_backend",
+    "pg_cancel_backend",
+    "pg_reload_conf",
+    "pg_rotate_logfile",
+    "pg_notify",
+    "pg_advisory_lock",
+    "pg_advisory_lock_shared",
+    "pg_advisory_xact_lock",
+    "pg_advisory_xact_lock_shared",
+    "pg_try_advisory_lock",
+    "pg_try_advisory_lock_shared",
+    "pg_try_advisory_xact_lock",
+    "pg_try_advisory_xact_lock_shared",
+    "pg_read_file",
+    "pg_read_binary_file",
+    "pg_ls_dir",
+    "pg_stat_file",
+    "lo_import",
+    "lo_export",
+    "query_to_xml",
+    "table_to_xml",
+    "cursor_to_xml",
+    "schema_to_xml",
+    "database_to_xml",
+    "query_to_xml_and_xmlschema",
+    "table_to_xml_and_xmlschema",
+    "schema_to_xml_and_xmlschema",
+    "database_to_xml_and_xmlschema",
+    "dblink",
+    "dblink_exec",
+)
+
+
+def lock_down(dsn: str) -> None:
+    """Revoke the dangerous functions from PUBLIC in one database (idempotent)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.proname = ANY(%s) ORDER BY 1",
+            (list(DANGEROUS_FUNCTIONS),),
+        ).fetchall()
+        for (signature,) in rows:
+            conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
+
+
+def _stamp(
+    conn: psycopg.Connection[tuple[object, ...]],
+    name: str,
+    scale: str,
+    seed: int,
+    result: SeedResult,
+    extra: dict[str, object],
+) -> dict[str, object]:
+    """Write the manifest of a finished build as the database comment; return it."""
+    manifest: dict[str, object] = {
+        "format": MANIFEST_FORMAT,
+        "database": name,
+        **extra,
+        "scale": scale,
+        "seed": seed,
+        "data_version": load_bundle().data_version,
+        "tables": result.tables,
+        "schemas": result.schemas,
+        "rows": result.rows,
+        "row_counts": result.row_counts,
+        "seconds": round(result.seconds, 3),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    _comment(conn, name, manifest)
+    return manifest
+
+
+def _comment(
+    conn: psycopg.Connection[tuple[object, ...]], name: str, manifest: dict[str, object]
+) -> None:
+    conn.execute(
+        sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            sql.Identifier(name), sql.Literal(json.dumps(manifest, sort_keys=True))
+        )
+    )
+
+
+def ensure_state(
+    server: Server,
+    scale: str,
+    seed: int,
+    *,
+    jobs: int = 1,
+    progress: Progress | None = None,
+    database: str | None = None,
+    replace: bool = False,
+    layout: str = "standard",
+    distribute: bool = True,
+) -> State:
+    """Return the state for ``(scale, seed)``, building it first if it is missing or stale.
+
+    ``layout="citus"`` seeds in place into ``database``, which must exist (see
+    :func:`ensure_citus_state`); the plugin's states are always ``standard``.
+    """
+    if layout not in LAYOUTS:
+        raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    if layout == "citus":
+        return ensure_citus_state(
+            server,
+            scale,
+            seed,
+            database=database,
+            jobs=jobs,
+            progress=progress,
+            replace=replace,
+            distribute=distribute,
+        )
+    say = progress or (lambda _msg: None)
+    name = database or state_name(scale, seed)
+    building = f"{name}__building"
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        try:
+            manifest = _read_manifest(conn, name)
+            if _layout(manifest) != "standard":
+                raise BackendError(
+                    f"database {name!r} holds a {_layout(manifest)}-layout state; heron will not"
+                    " replace it with a standard one: choose another --database, or drop it"
+                    " yourself"
+                )
+            if replace or not _valid(manifest, name):
+                if manifest or replace:
+                    say(f"{name}: stamp missing or stale; rebuilding")
+                _drop(conn, name)
+                _drop(conn, building)
+                if database is None:
+                    _drop_other_versions(conn, scale, seed, keep=name)
+                conn.execute(
+                    sql.SQL(
+                        "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'"
+                    ).format(sql.Identifier(building))
+                )
+                say(f"{name}: seeding scale={scale} seed={seed}")
+                result = seed_database(
+                    server.dsn(building),
+                    scale,
+                    seed,
+                    jobs=jobs,
+                    progress=lambda m: say(f"{name}: {m}"),
+                )
+                conn.execute(
+                    sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                        sql.Identifier(building), sql.Identifier(name)
+                    )
+                )
+                manifest = _stamp(conn, name, scale, seed, result, {"layout": "standard"})
+                say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+            _grant_reader(server, name)
+            lock_down(server.dsn(name))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+    return _state(server, scale, seed, name, manifest)
+
+
+def _state(server: Server, scale: str, seed: int, name: str, manifest: dict[str, object]) -> State:
+    return State(
+        scale=scale,
+        seed=seed,
+        database=name,
+        admin_dsn=server.dsn(name),
+        reader_dsn=server.dsn(name, user=reader_role(name), password=READER_PASSWORD),
+        manifest=manifest,
+    )
+
+
+def server_label(server: Server) -> str:
+    """Where a server is, for messages: host and port, never the password."""
+    params = conninfo_to_dict(server.admin_dsn)
+    kind = "the server" if server.kind == "dsn" else f"the {server.kind} server"
+    return f"{kind} at {params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+
+
+def require_citus(server: Server) -> None:
+    """Refuse, before anything is created, a server that cannot load the citus extension."""
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        found = conn.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'citus'"
+        ).fetchone()
+    if found is None:
+        raise BackendError(
+            f"--layout citus needs a Citus coordinator, but {server_label(server)} has no citus"
+            " extension (pg_available_extensions has no 'citus'); nothing was created. Point"
+            " --dsn at a Citus 12.1+ coordinator (PostgreSQL 16), or print the script with"
+            " 'heron ddl --layout citus' and run it there with psql"
+        )
+
+
+def ensure_citus_state(
+    server: Server,
+    scale: str,
+    seed: int,
+    *,
+    database: str | None,
+    jobs: int = 1,
+    progress: Progress | None = None,
+    replace: bool = False,
+    distribute: bool = True,
+) -> State:
+    """Seed ``(scale, seed)`` in the ``citus`` layout into the existing database ``database``.
+
+    Citus keeps its list of worker nodes per database, and the coordinator reaches the workers'
+    databases by the same name, so heron cannot create (or rename) a distributed database by
+    itself: the user creates it on every node, runs ``CREATE EXTENSION citus`` and registers the
+    workers, and heron seeds into it in place. The manifest (the database comment) records
+    ``layout: citus`` and whether the tables were distributed; a valid one is reused. Schemas
+    named like ours that heron did not build are never dropped. ``distribute=False`` keeps the
+    composite keys but skips the Citus calls (tests on plain PostgreSQL; the CLI never sets it).
+    The reader role gets SELECT on the benchmark schemas, but the database's other grants and
+    functions are left as they are (it is the user's database, not one heron owns).
+    """
+    if distribute:
+        require_citus(server)
+    if not database:
+        raise ConfigError(
+            "--layout citus seeds into an existing database prepared on the coordinator and"
+            " every worker; name it with --database"
+        )
+    say = progress or (lambda _msg: None)
+    name = database
+    schemas = [m.name for m in load_bundle().modules]
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        try:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if exists.fetchone() is None:
+                raise BackendError(
+                    f"database {name!r} does not exist on {server_label(server)}: create it on"
+                    " the coordinator and on every worker, run CREATE EXTENSION citus in each,"
+                    " and register the workers in it (SELECT citus_add_node(host, port))"
+                )
+            manifest = _read_manifest(conn, name)
+            if replace or not _valid(manifest, name, "citus", distribute):
+                with psycopg.connect(server.dsn(name), autocommit=True) as db:
+                    present = [
+                        str(r[0])
+                        for r in db.execute(
+                            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s) ORDER BY 1",
+                            (schemas,),
+                        ).fetchall()
+                    ]
+                    if present and manifest.get("database") != name:
+                        raise BackendError(
+                            f"database {name!r} already has the schema(s) {', '.join(present)},"
+                            " which heron did not build there; seed into an empty database"
+                        )
+                    # Stamped before the build, so a half-built state is recognised as ours.
+                    _comment(conn, name, {"format": MANIFEST_FORMAT, "database": name})
+                    if present:
+                        say(f"{name}: stamp missing or stale; dropping its heron schemas")
+                    for schema in present:
+                        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+                say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
+                result = seed_database(
+                    server.dsn(name),
+                    scale,
+                    seed,
+                    jobs=jobs,
+                    progress=lambda m: say(f"{name}: {m}"),
+                    layout="citus",
+                    distribute=distribute,
+                )
+                extra: dict[str, object] = {"layout": "citus", "distributed": distribute}
+                manifest = _stamp(conn, name, scale, seed, result, extra)
+                say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+            _grant_reader(server, name, exclusive=False)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+    return _state(server, scale, seed, name, manifest)
+
+
+def _drop_other_versions(
+    conn: psycopg.Connection[tuple[object, ...]], scale: str, seed: int, keep: str
+) -> list[str]:
+    """Drop idle states of the same ``(scale, seed)`` built from another data version; return
+    the names dropped.
+
+    Another installed version of heron (a second checkout, a pinned project) may be using its
+    own state right now, so nothing is forced: a state with a session open is kept (DROP
+    DATABASE without FORCE refuses), and half-built states of other versions are left to the
+    builder that owns them (it drops its own leftovers before building again)."""
+    prefix = f"heron_{scale}_{seed}_"
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE starts_with(datname, %s) ORDER BY 1", (prefix,)
+    ).fetchall()
+    dropped = []
+    for (other,) in rows:
+        rest = str(other)[len(prefix) :]
+        if other == keep or "_" in rest.replace("__building", "") or rest.endswith("__building"):
+            continue
+        try:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(str(other))))
+        except psycopg.errors.ObjectInUse:
+            continue
+        dropped.append(str(other))
+    return dropped

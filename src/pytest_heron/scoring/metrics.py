@@ -1,0 +1,313 @@
+"""Benchmark metrics over question outcomes: pure functions, no I/O.
+
+Shares are percentages (0-100). A metric that does not apply is ``None``, never 0.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+Outcome = Mapping[str, Any]
+
+
+def _pct(hits: int, n: int) -> float | None:
+    return None if n == 0 else round(100.0 * hits / n, 4)
+
+
+def ex_first_state(outcomes: Sequence[Outcome], first_seed: int) -> float | None:
+    """EX@1 on the first state: the share of questions right on seed ``first_seed``."""
+    key = str(first_seed)
+    return _pct(sum(bool(o["correct_by_state"].get(key)) for o in outcomes), len(outcomes))
+
+
+def ex_multistate(outcomes: Sequence[Outcome]) -> float | None:
+    """Multi-state EX@1 (the headline): the share of questions right on every state."""
+    return _pct(sum(bool(o["correct"]) for o in outcomes), len(outcomes))
+
+
+def set_recall(outcomes: Sequence[Outcome]) -> float | None:
+    """Mean share of gold tables among the tables in the adapter's context, over the questions
+    whose adapter reported its context; None when no question did."""
+    shares = []
+    for o in outcomes:
+        ctx, gold = o.get("tables_in_context"), o.get("gold_tables")
+        if ctx is None or not gold:
+            continue
+        shares.append(len(set(gold) & set(ctx)) / len(set(gold)))
+    return None if not shares else round(100.0 * sum(shares) / len(shares), 4)
+
+
+def _usage_sum(outcomes: Sequence[Outcome], key: str) -> int | None:
+    values = [o["usage"][key] for o in outcomes if o.get("usage") and key in o["usage"]]
+    return sum(values) if values else None
+
+
+def ex_at_k(outcomes: Sequence[Outcome], samples: int) -> dict[str, float] | None:
+    """EX@k for k in 1, 5, 10, ... up to ``samples`` (and ``samples`` itself): the mean over
+    questions of the unbiased pass@k, with c = the samples right on every state. Questions
+    without a ``samples`` list (e.g. a crashed worker) count as c = 0. None with one sample.
+
+    >>> ex_at_k([{"samples": [{"correct": True}, {"correct": False}]}], 2)
+    {'1': 50.0, '2': 100.0}
+    """
+    if samples < 2 or not outcomes:
+        return None
+    ks = sorted({1, samples} | {k for k in (5, 10, 20, 50, 100) if k < samples})
+    correct = [sum(bool(s.get("correct")) for s in o.get("samples") or []) for o in outcomes]
+    return {
+        str(k): round(
+            100.0 * sum(pass_at_k(samples, min(c, samples), k) for c in correct) / len(outcomes), 4
+        )
+        for k in ks
+    }
+
+
+def cost_usd(
+    prompt_tokens: int | None, completion_tokens: int | None, price: Mapping[str, Any] | None
+) -> float | None:
+    """Billed tokens times the price (USD per million prompt / completion tokens); None when
+    there is no price for the model or no tokens were billed.
+
+    >>> cost_usd(2_000_000, 500_000, {"prompt": 2.5, "completion": 10.0})
+    10.0
+    """
+    if not price or (prompt_tokens is None and completion_tokens is None):
+        return None
+    total = (prompt_tokens or 0) * float(price["prompt"]) + (completion_tokens or 0) * float(
+        price["completion"]
+    )
+    return round(total / 1_000_000, 10)
+
+
+def summary(
+    outcomes: Sequence[Outcome],
+    first_seed: int,
+    *,
+    samples: int = 1,
+    price: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every key of the results file's ``metrics`` object."""
+    latencies = [o["latency_s"] for o in outcomes if o.get("latency_s") is not None]
+    prompt = _usage_sum(outcomes, "prompt_tokens")
+    completion = _usage_sum(outcomes, "completion_tokens")
+    tokens = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
+    n = len(outcomes)
+    ex = ex_multistate(outcomes)
+    ves_score = ves(outcomes)
+    tokens_per_q = None if tokens is None or not outcomes else tokens / n
+    errors = sum(o.get("error_kind") is not None for o in outcomes)
+    latency = round(statistics.median(latencies), 6) if latencies else None
+    f1s = [float(o["soft_f1"]) if o.get("soft_f1") is not None else 0.0 for o in outcomes]
+    return {
+        "n": n,
+        "ex1": ex_first_state(outcomes, first_seed),
+        "ex_multistate": ex,
+        "ex_multistate_ci95": bootstrap_interval([bool(o["correct"]) for o in outcomes]),
+        "ex_at_k": ex_at_k(outcomes, samples),
+        "exact_match": _pct(sum(bool(o.get("exact_match")) for o in outcomes), n),
+        "ex_superset": _pct(sum(bool(o.get("correct_superset")) for o in outcomes), n),
+        "ves": ves_score,
+        "r_ves": r_ves(outcomes),
+        "soft_f1": None if not outcomes else round(100.0 * sum(f1s) / n, 4),
+        "set_recall": set_recall(outcomes),
+        "tokens_prompt": prompt,
+        "tokens_completion": completion,
+        "tokens_per_q": tokens_per_q,
+        "cost_usd": cost_usd(prompt, completion, price),
+        "errors": errors,
+        "latency_s_median": latency,
+        "latency_s_p90": _quantile(latencies, 0.9),
+        "grade": grade(ex, ves_score, tokens_per_q, errors, n, latency),
+    }
+
+
+def _buckets(outcomes: Sequence[Outcome], keys_of: Any) -> dict[str, list[Outcome]]:
+    groups: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        for key in keys_of(o):
+            groups.setdefault(key, []).append(o)
+    return {k: groups[k] for k in sorted(groups)}
+
+
+def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, dict[str, Any]]:
+    """EX per shape, retrieval class, trap and join width (the number of gold tables)."""
+    axes: dict[str, Any] = {
+        "shape": lambda o: [o["shape"]],
+        "retrieval": lambda o: [o["retrieval"]],
+        "trap": lambda o: list(o.get("traps") or []),
+        "join_width": lambda o: [_width_bucket(len(o.get("gold_tables") or []))],
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for axis, keys_of in axes.items():
+        out[axis] = {
+            bucket: {
+                "n": len(group),
+                "ex1": ex_first_state(group, first_seed),
+                "ex_multistate": ex_multistate(group),
+                "errors": sum(o.get("error_kind") is not None for o in group),
+            }
+            for bucket, group in _buckets(outcomes, keys_of).items()
+        }
+    return out
+
+
+def _width_bucket(n: int) -> str:
+    return f"{n} tables" if n < 5 else "5+ tables"
+
+
+def _quantile(values: Sequence[float], q: float) -> float | None:
+    """The q-quantile by linear interpolation (as numpy's default), or None without values.
+
+    >>> _quantile([1.0, 2.0, 3.0, 4.0, 5.0], 0.9)
+    4.6
+    """
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return round(ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo), 6)
+
+
+def error_kinds(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for o in outcomes:
+        kind = o.get("error_kind")
+        if kind:
+            counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+# -- partial credit, efficiency, capability ceiling, grade ------------------------------------
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k: the chance that at least one of k samples drawn from n (c correct) is
+    correct, ``1 - C(n-c, k) / C(n, k)``.
+
+    >>> pass_at_k(5, 0, 1), pass_at_k(5, 5, 1), pass_at_k(4, 1, 2)
+    (0.0, 1.0, 0.5)
+    """
+    from math import comb
+
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def _timed_share(outcomes: Sequence[Outcome], credit: Callable[[float], float]) -> float | None:
+    """``100/N * sum(1[correct] * credit(factor))`` over the questions whose times were measured
+    (wrong answers count, with 0); ``factor`` is the stored ``sqrt(t_gold / t_pred)``."""
+    timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
+    if not timed:
+        return None
+    total = sum(credit(float(o["ves"])) for o in timed if o["correct"] and o.get("ves") is not None)
+    return round(100.0 * total / len(timed), 4)
+
+
+def ves(outcomes: Sequence[Outcome]) -> float | None:
+    """Valid Efficiency Score: ``100/N * sum(1[correct] * sqrt(t_gold / t_pred))`` over the
+    questions whose times were measured (the per-question factor is stored as ``ves``)."""
+    return _timed_share(outcomes, lambda factor: factor)
+
+
+def ves_reward(ratio: float) -> float:
+    """The reward of R-VES (BIRD's reward-based VES) for a correct answer with time ratio
+    ``t_gold / t_pred``: 1.25 at twice as fast or better, 1 at least as fast, 0.75 down to half
+    the speed, 0.5 down to a quarter, 0.25 below.
+
+    >>> [ves_reward(r) for r in (3.0, 1.0, 0.6, 0.3, 0.1)]
+    [1.25, 1.0, 0.75, 0.5, 0.25]
+    """
+    if ratio >= 2:
+        return 1.25
+    if ratio >= 1:
+        return 1.0
+    if ratio >= 0.5:
+        return 0.75
+    if ratio >= 0.25:
+        return 0.5
+    return 0.25
+
+
+def r_ves(outcomes: Sequence[Outcome]) -> float | None:
+    """R-VES: ``100/N * sum(1[correct] * reward(t_gold / t_pred))`` over the same questions as
+    :func:`ves` (the stored factor is ``sqrt(t_gold / t_pred)``, so the ratio is its square).
+    Less sensitive than VES to timing noise on fast queries, since the reward is bucketed."""
+    return _timed_share(outcomes, lambda factor: ves_reward(factor * factor))
+
+
+GRADE_WEIGHTS = {
+    "ex": 0.45,
+    "ves": 0.20,
+    "token_economy": 0.15,
+    "reliability": 0.10,
+    "latency": 0.10,
+}
+# References for a run scored alone (on a leaderboard the refs are the board's best).
+REF_TOKENS_PER_Q = 5000.0
+REF_LATENCY_S = 5.0
+
+
+def grade(
+    ex: float | None,
+    ves_score: float | None,
+    tokens_per_q: float | None,
+    errors: int,
+    n: int,
+    latency_s: float | None,
+) -> float | None:
+    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.15 TokenEconomy + 0.10 Reliability +
+    0.10 Latency``, with TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were billed),
+    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``."""
+    if ex is None or n == 0:
+        return None
+    token_economy = 100.0 if not tokens_per_q else 100.0 * min(1.0, REF_TOKENS_PER_Q / tokens_per_q)
+    latency = 100.0 if not latency_s else 100.0 * min(1.0, REF_LATENCY_S / latency_s)
+    parts = {
+        "ex": ex,
+        "ves": ves_score if ves_score is not None else ex,
+        "token_economy": token_economy,
+        "reliability": 100.0 * (1 - errors / n),
+        "latency": latency,
+    }
+    return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
+
+
+def bootstrap_interval(
+    hits: Sequence[bool], *, rounds: int = 2000, seed: int = 20261129
+) -> tuple[float, float] | None:
+    """A 95% percentile-bootstrap interval (in %) for a share, resampling questions with the
+    counter-based streams so the interval is the same on every machine."""
+    import numpy as np
+
+    from pytest_heron.generate import streams
+
+    n = len(hits)
+    if n == 0:
+        return None
+    values = np.asarray(hits, dtype=np.float64)
+    draws = np.arange(rounds * n, dtype=np.int64)
+    picks = streams.integers(streams.stream_key(seed, "bootstrap"), draws, 0, n - 1)
+    means = np.sort(values[picks].reshape(rounds, n).mean(axis=1))
+    lo, hi = means[int(0.025 * (rounds - 1))], means[int(0.975 * (rounds - 1))]
+    return round(100.0 * float(lo), 2), round(100.0 * float(hi), 2)
+
+
+def mcnemar_exact(wins: int, losses: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs (A right/B wrong = wins).
+
+    >>> mcnemar_exact(0, 0), round(mcnemar_exact(10, 0), 4)
+    (1.0, 0.002)
+    """
+    from math import comb
+
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail: float = sum(comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2.0 * tail)

@@ -1,0 +1,58 @@
+"""Set-Recall@k of the table-retrieval baselines (``heron recall``): per question, the share of
+its gold tables among a ranker's top k, averaged over questions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_heron.scoring.metrics import set_recall
+from pytest_heron.systems.retrieval.rankers import EmbeddingRanker, Ranker
+from pytest_heron.types import RETRIEVALS, Question
+
+DEFAULT_KS = (5, 10, 20)
+
+
+def rank_questions(r: Ranker, questions: Sequence[Question]) -> dict[str, list[str]]:
+    """Question id to full ranking."""
+    if isinstance(r, EmbeddingRanker):
+        rankings = r.rank_many([q.question for q in questions])
+    else:
+        rankings = [r.rank(q.question) for q in questions]
+    return {q.id: ranked for q, ranked in zip(questions, rankings, strict=True)}
+
+
+def recall_table(
+    questions: Sequence[Question], rankings: Mapping[str, Sequence[str]], ks: Sequence[int]
+) -> list[dict[str, Any]]:
+    """Set-Recall@k (percent) overall (row ``all``) and per retrieval class, in RETRIEVALS
+    order; a class without questions is left out."""
+    rows = []
+    for label in ("all", *RETRIEVALS):
+        group = [q for q in questions if label in ("all", q.retrieval)]
+        if not group:
+            continue
+        row: dict[str, Any] = {"retrieval": label, "n": len(group)}
+        for k in ks:
+            outcomes = [
+                {"gold_tables": list(q.gold_tables), "tables_in_context": list(rankings[q.id][:k])}
+                for q in group
+            ]
+            row[f"at_{k}"] = set_recall(outcomes)
+        rows.append(row)
+    return rows
+
+
+def _cell(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}"
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
+    """The recall rows as a Markdown table, one decimal."""
+    head = "| retrieval | n | " + " | ".join(f"Set-Recall@{k}" for k in ks) + " |"
+    rule = "|---|---:|" + "---:|" * len(ks)
+    lines = [head, rule]
+    for row in rows:
+        cells = " | ".join(_cell(row[f"at_{k}"]) for k in ks)
+        lines.append(f"| {row['retrieval']} | {row['n']} | {cells} |")
+    return "\n".join(lines)

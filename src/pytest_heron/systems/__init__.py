@@ -1,0 +1,10 @@
+"""Stage 3: the systems under test (adapters).
+
+- :mod:`.registry`: ``--heron-adapter NAME`` to an adapter; what ``generate`` returns to a
+  :class:`~pytest_heron.types.Prediction`.
+- :mod:`.builtin`: ``gold`` and ``cli``; :mod:`.raw_llm` and :mod:`.agent`: the built-in LLM
+  adapters; :mod:`.base`: what the LLM adapters share.
+- :mod:`.llm`: the OpenAI-compatible client, its response cache and SQL extraction.
+- :mod:`.retrieval`: table rankers adapters may use to choose their context.
+- :mod:`.tools`: adapters for the field's tools and published methods.
+"""

@@ -1,0 +1,589 @@
+"""An OpenAI-compatible chat client with a persistent response cache and a billed-token meter.
+
+Every LLM adapter (``raw-llm``, ``agent``, and tool adapters built on this module) talks to its
+endpoint through :class:`ChatClient`, so every call is retried, cached, replayable offline and
+metered the same way.
+
+Public API (stable; adapters in other modules build on it):
+
+- :class:`LLMConfig` -- endpoint, model, temperature, per-request timeout, retry policy, key.
+  ``LLMConfig.from_options(ctx.options)`` reads the ``--heron-*`` options.
+- :class:`ChatClient` -- ``client.chat(messages, tools=None, question_id=..., sample=0,
+  meter=..., deadline=..., params=None)`` returns a :class:`ChatReply`. ``client_for(ctx, name,
+  version)`` builds one from a :class:`~pytest_heron.types.BenchmarkContext`.
+- :class:`ChatReply` -- ``content``, ``tool_calls`` (:class:`ToolCall`), ``finish_reason``,
+  billed ``prompt_tokens`` / ``completion_tokens``, ``cached`` (replayed from the cache),
+  ``latency_s``; ``message()`` is the assistant message to append to a conversation.
+- :class:`Meter` -- sums what one question's calls billed: ``meter.usage()`` is the dict to put
+  in ``Prediction.usage`` (``prompt_tokens``, ``completion_tokens``, ``calls``, ``cached_calls``,
+  ``llm_ms``); ``meter.latencies_s`` lists each call's latency.
+- :class:`ResponseCache` -- the SQLite cache; :func:`cache_key` -- its key.
+- :func:`extract_sql` -- the SQL in a model's free-text answer (from :mod:`.extract`).
+- :func:`attach_usage` -- put a meter's usage on an error before re-raising it, so the runner
+  records what a failed question billed.
+- :func:`deadline_after` -- a ``time.monotonic()`` deadline from a per-question time limit.
+- Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
+  ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
+  answered something unusable), :class:`CacheMiss` (offline and not cached),
+  :class:`ToolsUnsupported` (the endpoint rejected a request with tools: HTTP 404 or 422, or
+  a 400 whose message mentions tools or functions).
+
+A typical adapter::
+
+    def prepare(self, ctx):
+        self.client = client_for(ctx, self.name, self.version)
+        self.limit = ctx.options.get("timeout")
+
+    def generate(self, q, sample=0):
+        meter, deadline = Meter(), deadline_after(self.limit)
+        reply = self.client.chat(messages, question_id=q.id, sample=sample, meter=meter,
+                                 deadline=deadline)
+        return Prediction(sql=extract_sql(reply.content), usage=meter.usage())
+
+The cache key is the SHA-256 of canonical JSON (sorted keys, no whitespace) of everything that
+shapes the answer: adapter name and version, model, parameters (temperature and any extra
+request parameters), messages, tools, schema data version, question id and sample index. The
+endpoint URL is not part of it, so a run can be replayed offline without naming the endpoint.
+Only well-formed replies are stored; errors (HTTP failures, malformed or empty replies) are
+never cached. A replayed call reports the tokens originally billed and counts as a cached call
+(see DECISIONS.md).
+
+Retries: HTTP 429, 408, 409 and 5xx, connection errors and timeouts are retried with exponential
+backoff (``backoff_s * 2**attempt``, capped at ``max_backoff_s``), honouring a ``Retry-After``
+header (also capped), at most ``max_attempts`` attempts and never past the caller's deadline.
+The SDK's own retries are off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import email.utils
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_heron.errors import AdapterError
+from pytest_heron.systems.llm.cache import (
+    KEY_FORMAT,
+    ResponseCache,
+    cache_key,
+    canonical_json,
+    default_cache_path,
+)
+from pytest_heron.systems.llm.extract import extract_sql
+
+__all__ = [
+    "KEY_FORMAT",
+    "CacheMiss",
+    "ChatClient",
+    "ChatReply",
+    "LLMConfig",
+    "LLMError",
+    "Meter",
+    "ResponseCache",
+    "ToolCall",
+    "ToolsUnsupported",
+    "api_key",
+    "attach_usage",
+    "cache_key",
+    "canonical_json",
+    "client_for",
+    "deadline_after",
+    "default_cache_path",
+    "extract_sql",
+]
+
+if TYPE_CHECKING:
+    import openai
+
+    from pytest_heron.types import BenchmarkContext
+
+PLACEHOLDER_KEY = "heron-no-key"  # local servers (Ollama, vLLM, llama.cpp) accept any key
+RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
+TOOL_REJECT_STATUSES = frozenset({400, 404, 422})
+
+
+class LLMError(AdapterError):
+    """The endpoint failed after retries or answered something unusable."""
+
+
+class CacheMiss(LLMError):
+    """Offline mode and the cache holds no reply for this request."""
+
+
+class ToolsUnsupported(LLMError):
+    """The endpoint (or model) does not support tool calls."""
+
+
+def api_key() -> str:
+    """``HERON_API_KEY``, else ``OPENAI_API_KEY``, else a placeholder (local servers need none)."""
+    return os.environ.get("HERON_API_KEY") or os.environ.get("OPENAI_API_KEY") or PLACEHOLDER_KEY
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """How to reach the model. ``endpoint`` is the base URL (ending in ``/v1`` for most servers)."""
+
+    endpoint: str | None
+    model: str
+    temperature: float = 0.0
+    timeout_s: float = 120.0  # per request (further bounded by the caller's deadline)
+    max_attempts: int = 6
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    api_key: str = field(default_factory=api_key, repr=False)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], **overrides: Any) -> LLMConfig:
+        """Build from ``BenchmarkContext.options``; raise AdapterError when the model is missing
+        or (online) the endpoint is."""
+        model = options.get("model")
+        if not model:
+            raise AdapterError("LLM adapters need --heron-model (the model name to ask)")
+        endpoint = options.get("endpoint")
+        if not endpoint and not options.get("offline"):
+            raise AdapterError(
+                "LLM adapters need --heron-endpoint (an OpenAI-compatible base URL such as "
+                "https://api.openai.com/v1), or --heron-offline to replay from the cache"
+            )
+        timeout = options.get("timeout")
+        values: dict[str, Any] = {
+            "endpoint": str(endpoint) if endpoint else None,
+            "model": str(model),
+            "temperature": float(options.get("temperature") or 0.0),
+        }
+        if timeout is not None:
+            values["timeout_s"] = float(timeout)
+        values.update(overrides)
+        return cls(**values)
+
+
+def deadline_after(seconds: float | None, margin_s: float = 1.0) -> float | None:
+    """A ``time.monotonic()`` deadline ``seconds`` from now, less a margin for the adapter's own
+    work after its last call (never less than half the limit); None without a limit."""
+    if seconds is None:
+        return None
+    limit = float(seconds)
+    return time.monotonic() + max(limit / 2, limit - margin_s)
+
+
+# -- replies and the meter --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for; ``arguments`` is the raw JSON text it sent."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def parsed_arguments(self) -> dict[str, Any]:
+        """The arguments as a dict; ``{}`` when they are not a JSON object."""
+        try:
+            value = json.loads(self.arguments or "{}")
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """The first choice of one chat completion, with what it billed."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    latency_s: float = 0.0
+
+    def message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation for the next call."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in self.tool_calls
+            ]
+        return msg
+
+    def to_record(self) -> dict[str, Any]:
+        """What the cache stores (the billed usage and the original latency included)."""
+        return {
+            "content": self.content,
+            "tool_calls": [[c.id, c.name, c.arguments] for c in self.tool_calls],
+            "finish_reason": self.finish_reason,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": self.latency_s,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], *, latency_s: float) -> ChatReply:
+        return cls(
+            content=record.get("content"),
+            tool_calls=tuple(
+                ToolCall(str(i), str(n), str(a)) for i, n, a in record.get("tool_calls") or []
+            ),
+            finish_reason=record.get("finish_reason"),
+            prompt_tokens=int(record.get("prompt_tokens") or 0),
+            completion_tokens=int(record.get("completion_tokens") or 0),
+            cached=True,
+            latency_s=latency_s,
+        )
+
+
+class Meter:
+    """Sums one question's LLM calls: billed tokens (a replayed call counts the tokens it
+    originally billed), calls, cached calls and each call's latency. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.cached_calls = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.latencies_s: list[float] = []
+
+    def add(self, reply: ChatReply) -> None:
+        with self._lock:
+            self.calls += 1
+            self.cached_calls += int(reply.cached)
+            self.prompt_tokens += reply.prompt_tokens
+            self.completion_tokens += reply.completion_tokens
+            self.latencies_s.append(reply.latency_s)
+
+    def usage(self) -> dict[str, int]:
+        """The ``Prediction.usage`` dict."""
+        with self._lock:
+            return {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "calls": self.calls,
+                "cached_calls": self.cached_calls,
+                "llm_ms": round(sum(self.latencies_s) * 1000),
+            }
+
+
+def attach_usage(exc: BaseException, meter: Meter) -> None:
+    """Record on ``exc`` (as ``exc.usage``) what the meter counted, when it counted any call;
+    the runner puts it in the failed question's ``usage`` so billed tokens are never lost."""
+    if meter.calls:
+        with contextlib.suppress(AttributeError):  # an exception type with __slots__
+            exc.usage = meter.usage()  # type: ignore[attr-defined]
+
+
+# -- the client -------------------------------------------------------------------------------
+
+
+def parse_completion(body: Any) -> ChatReply:
+    """A :class:`ChatReply` from a chat.completion body; LLMError when it is not one."""
+    if not isinstance(body, dict):
+        raise LLMError(
+            f"malformed response from the endpoint: a {type(body).__name__}, not an object"
+        )
+    if isinstance(body.get("error"), dict):
+        message = body["error"].get("message") or body["error"]
+        raise LLMError(f"the endpoint answered with an error: {message}")
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise LLMError("malformed response from the endpoint: no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise LLMError("malformed response from the endpoint: the first choice has no message")
+    content = message.get("content")
+    if content is not None and not isinstance(content, str):
+        content = json.dumps(content)  # some servers send content parts; keep them readable
+    calls = []
+    for i, raw in enumerate(message.get("tool_calls") or []):
+        if not isinstance(raw, dict) or not isinstance(raw.get("function"), dict):
+            raise LLMError("malformed response from the endpoint: a tool call has no function")
+        fn = raw["function"]
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = canonical_json(arguments if arguments is not None else {})
+        calls.append(ToolCall(str(raw.get("id") or f"call_{i}"), str(fn.get("name")), arguments))
+    usage: dict[str, Any] = body["usage"] if isinstance(body.get("usage"), dict) else {}
+    return ChatReply(
+        content=content,
+        tool_calls=tuple(calls),
+        finish_reason=choices[0].get("finish_reason"),
+        prompt_tokens=_int(usage.get("prompt_tokens")),
+        completion_tokens=_int(usage.get("completion_tokens")),
+    )
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def retry_after_s(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` (or ``retry-after-ms``) header asks to wait, or None.
+
+    >>> retry_after_s({"retry-after": "2"})
+    2.0
+    >>> retry_after_s({"retry-after-ms": "250"})
+    0.25
+    >>> retry_after_s({"retry-after": "soon"}) is None
+    True
+    """
+    if not headers:
+        return None
+    lower = {str(k).lower(): str(v) for k, v in headers.items()}
+    if "retry-after-ms" in lower:
+        try:
+            return max(0.0, float(lower["retry-after-ms"]) / 1000)
+        except ValueError:
+            pass
+    value = lower.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def backoff_s(attempt: int, base: float, cap: float, retry_after: float | None) -> float:
+    """Wait before retry number ``attempt`` (0-based): the server's Retry-After when given,
+    else ``base * 2**attempt``; never more than ``cap``.
+
+    >>> [backoff_s(a, 1.0, 5.0, None) for a in range(4)]
+    [1.0, 2.0, 4.0, 5.0]
+    >>> backoff_s(0, 1.0, 5.0, 60.0)
+    5.0
+    """
+    wanted = retry_after if retry_after is not None else base * (2**attempt)
+    return max(0.0, min(cap, wanted))
+
+
+class ChatClient:
+    """One endpoint and model, with retries, the cache and offline replay (see the module doc)."""
+
+    def __init__(
+        self,
+        config: LLMConfig,
+        *,
+        adapter: str,
+        adapter_version: str | None = None,
+        cache: ResponseCache | None = None,
+        offline: bool = False,
+        data_version: str | None = None,
+    ) -> None:
+        if offline and cache is None:
+            raise AdapterError("--heron-offline needs the LLM cache")
+        self.config = config
+        self.adapter = adapter
+        self.adapter_version = adapter_version
+        self.cache = cache
+        self.offline = offline
+        self.data_version = data_version
+        self._sdk: openai.OpenAI | None = None
+        self._sdk_lock = threading.Lock()
+
+    def _client(self) -> openai.OpenAI:
+        with self._sdk_lock:
+            if self._sdk is None:
+                import openai
+
+                self._sdk = openai.OpenAI(
+                    base_url=self.config.endpoint,
+                    api_key=self.config.api_key,
+                    max_retries=0,
+                    timeout=self.config.timeout_s,
+                )
+            return self._sdk
+
+    def key(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None,
+        question_id: str,
+        sample: int,
+        params: Mapping[str, Any] | None = None,
+    ) -> str:
+        return cache_key(
+            adapter=self.adapter,
+            adapter_version=self.adapter_version,
+            model=self.config.model,
+            params={"temperature": float(self.config.temperature), **dict(params or {})},
+            messages=messages,
+            tools=tools,
+            data_version=self.data_version,
+            question_id=question_id,
+            sample=sample,
+        )
+
+    def chat(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        question_id: str,
+        sample: int = 0,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        meter: Meter | None = None,
+        deadline: float | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> ChatReply:
+        """One chat completion: from the cache if recorded, else from the endpoint (recorded on
+        success). ``deadline`` is a ``time.monotonic()`` instant no request or retry may pass;
+        ``params`` are extra request parameters (part of the cache key). Raises LLMError,
+        CacheMiss or ToolsUnsupported; an empty reply (no text, no tool calls) is an LLMError
+        whose tokens are still metered."""
+        started = time.monotonic()
+        key = self.key(messages, tools=tools, question_id=question_id, sample=sample, params=params)
+        if self.cache is not None:
+            record = self.cache.get(key)
+            if record is not None:
+                reply = ChatReply.from_record(record, latency_s=time.monotonic() - started)
+                if meter is not None:
+                    meter.add(reply)
+                return reply
+        if self.offline:
+            where = self.cache.path if self.cache is not None else "(no cache)"
+            raise CacheMiss(
+                f"--heron-offline: no cached reply for question {question_id} (sample {sample}, "
+                f"model {self.config.model}, adapter {self.adapter}) in {where}; run once "
+                "without --heron-offline to record it"
+            )
+        if not self.config.endpoint:
+            raise AdapterError("LLM adapters need --heron-endpoint")
+        reply = self._request(messages, tools, params, deadline)
+        reply = dataclasses.replace(reply, latency_s=time.monotonic() - started)
+        if meter is not None:
+            meter.add(reply)
+        if not (reply.content or "").strip() and not reply.tool_calls:
+            raise LLMError(
+                f"the model returned an empty reply (finish_reason={reply.finish_reason!r})"
+            )
+        if self.cache is not None:
+            self.cache.put(key, reply.to_record(), model=self.config.model, question=question_id)
+        return reply
+
+    def _request(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None,
+        params: Mapping[str, Any] | None,
+        deadline: float | None,
+    ) -> ChatReply:
+        import openai
+
+        request: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": list(messages),
+            "temperature": self.config.temperature,
+            **dict(params or {}),
+        }
+        if tools:
+            request["tools"] = list(tools)
+        last = "no attempt was made"
+        for attempt in range(max(1, self.config.max_attempts)):
+            timeout = self.config.timeout_s
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    raise LLMError(f"out of time for the LLM call ({last})")
+            retry_after: float | None = None
+            try:
+                raw = (
+                    self._client()
+                    .with_options(timeout=timeout)
+                    .chat.completions.with_raw_response.create(**request)
+                )
+                text = raw.http_response.text
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                last = f"HTTP {status}: {_error_message(exc)}"
+                if tools and _refuses_tools(status, _error_message(exc)):
+                    raise ToolsUnsupported(
+                        f"the endpoint rejected a request with tools ({last}); the model or "
+                        "server does not support tool calls"
+                    ) from None
+                if status not in RETRY_STATUSES and status < 500:
+                    raise LLMError(f"the endpoint refused the request: {last}") from None
+                retry_after = retry_after_s(dict(exc.response.headers))
+            except openai.APIConnectionError as exc:  # includes timeouts
+                last = f"{type(exc).__name__}: {exc}"
+            except ValueError as exc:  # the SDK lets a JSONDecodeError out on a non-JSON 200
+                raise LLMError(f"malformed response from the endpoint: {exc}") from None
+            else:
+                try:
+                    body = json.loads(text)
+                except ValueError:
+                    snippet = text[:200] if text.strip() else "(an empty body)"
+                    raise LLMError(
+                        f"malformed response from the endpoint: not JSON: {snippet!r}"
+                    ) from None
+                return parse_completion(body)
+            if attempt + 1 >= self.config.max_attempts:
+                break
+            wait = backoff_s(attempt, self.config.backoff_s, self.config.max_backoff_s, retry_after)
+            if deadline is not None and time.monotonic() + wait >= deadline:
+                raise LLMError(f"out of time retrying the LLM call ({last})")
+            time.sleep(wait)
+        raise LLMError(f"the LLM call failed after {self.config.max_attempts} attempts: {last}")
+
+
+def _refuses_tools(status: int, message: str) -> bool:
+    """Whether an HTTP error on a request with tools means "no tool support": a 404 or 422, or
+    a 400 whose message is about tools or functions (a 400 for, say, an over-long prompt is
+    not)."""
+    if status not in TOOL_REJECT_STATUSES:
+        return False
+    return status != 400 or bool(re.search(r"tool|function", message, re.IGNORECASE))
+
+
+def _error_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])[:500]
+        if isinstance(inner, str):
+            return inner[:500]
+    return str(getattr(exc, "message", exc))[:500]
+
+
+def client_for(
+    ctx: BenchmarkContext, adapter: str, adapter_version: str | None, **overrides: Any
+) -> ChatClient:
+    """The client an adapter uses: options from ``ctx.options`` (``--heron-endpoint``,
+    ``--heron-model``, ``--heron-temperature``, ``--heron-timeout``, ``--heron-cache``,
+    ``--heron-offline``); ``overrides`` replace :class:`LLMConfig` fields."""
+    options = ctx.options
+    config = LLMConfig.from_options(options, **overrides)
+    path = options.get("llm_cache")
+    cache = ResponseCache(Path(path) if path else default_cache_path())
+    return ChatClient(
+        config,
+        adapter=adapter,
+        adapter_version=adapter_version,
+        cache=cache,
+        offline=bool(options.get("offline")),
+        data_version=options.get("data_version"),
+    )

@@ -1,0 +1,97 @@
+"""The adapter registry and the built-in adapters (``gold`` and ``cli``).
+
+Lookup order for ``--heron-adapter NAME``: the ``pytest_heron.adapters`` entry-point group, then
+the firstresult hook ``pytest_heron_make_adapter(config, name)`` (so a conftest.py can provide an
+adapter without packaging), then ``module:attr``. Only the name crosses process boundaries; each
+xdist worker builds its own instance.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from typing import Any
+
+from pytest_heron.errors import AdapterLookupError, InvalidPrediction
+from pytest_heron.types import Adapter, Prediction
+
+GROUP = "pytest_heron.adapters"
+
+
+def known_adapters() -> list[str]:
+    return sorted({ep.name for ep in entry_points(group=GROUP)})
+
+
+def _instantiate(obj: Any, where: str) -> Adapter:
+    needed = ("name", "prepare", "generate")
+    if isinstance(obj, type):
+        instance = obj()
+    elif all(hasattr(obj, a) for a in needed) or not callable(obj):
+        instance = obj
+    else:  # a factory function
+        instance = obj()
+    missing = [a for a in needed if not hasattr(instance, a)]
+    if missing:
+        raise AdapterLookupError(
+            f"{where} is not an adapter: it lacks {', '.join(missing)} (see pytest_heron.Adapter)"
+        )
+    return instance  # type: ignore[no-any-return]
+
+
+def make_adapter(name: str, hook: Callable[[str], Any] | None = None) -> Adapter:
+    """Build the adapter called ``name`` (see the module docstring for the lookup order)."""
+    for ep in entry_points(group=GROUP):
+        if ep.name == name:
+            return _instantiate(ep.load(), f"entry point {name!r} ({ep.value})")
+    if hook is not None:
+        made = hook(name)
+        if made is not None:
+            return _instantiate(made, f"the adapter made by pytest_heron_make_adapter({name!r})")
+    if ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise AdapterLookupError(
+                f"adapter {name!r}: cannot import module {module_name!r}: {exc}"
+            ) from None
+        try:
+            obj = getattr(module, attr)
+        except AttributeError:
+            raise AdapterLookupError(
+                f"adapter {name!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+        return _instantiate(obj, f"adapter {name!r}")
+    raise AdapterLookupError(
+        f"unknown adapter {name!r}. Known adapters: {', '.join(known_adapters()) or 'none'}; "
+        "or give module:Class, or provide one with the pytest_heron_make_adapter hook."
+    )
+
+
+def to_prediction(raw: Any) -> Prediction:
+    """Normalise what ``generate`` returned; raise AdapterError for anything unusable."""
+    if isinstance(raw, Prediction):
+        pred = raw
+    elif isinstance(raw, str):
+        pred = Prediction(sql=raw)
+    elif isinstance(raw, Mapping):
+        if not isinstance(raw.get("sql"), str):
+            raise InvalidPrediction("the adapter returned a mapping without a string 'sql'")
+        tables = raw.get("tables", raw.get("tables_in_context"))
+        usage = raw.get("usage")
+        pred = Prediction(
+            sql=raw["sql"],
+            tables_in_context=[str(t) for t in tables] if isinstance(tables, list) else None,
+            usage={str(k): int(v) for k, v in usage.items()}
+            if isinstance(usage, Mapping)
+            else None,
+        )
+    else:
+        raise InvalidPrediction(
+            f"the adapter returned {type(raw).__name__}; expected a Prediction, a SQL string "
+            "or a mapping with 'sql'"
+        )
+    if not isinstance(pred.sql, str) or not pred.sql.strip():
+        raise InvalidPrediction("the adapter returned an empty SQL string")
+    return pred

@@ -1,18 +1,34 @@
-"""Shared fixtures: a real embedded PostgreSQL 16 for the database tests."""
+"""Shared fixtures: a real embedded PostgreSQL 16 for the database tests.
+
+The test session never uses the user's own heron cache folder (their embedded server, seeded
+states and LLM cache): before anything else it points ``HERON_CACHE_DIR`` at a folder of its own,
+``$HERON_TEST_CACHE_DIR`` when set (CI may share one between runs on purpose), else
+``pytest-heron-tests`` beside the user's heron cache. Every process the tests start (pytester
+runs, ``heron`` commands) inherits it.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
+import platformdirs
 import pytest
 
-from pytest_heron.database.server import Server, embedded
+USER_CACHE = Path(platformdirs.user_cache_dir("pytest-heron"))  # the one the tests never touch
+TEST_CACHE = Path(
+    os.environ.get("HERON_TEST_CACHE_DIR") or USER_CACHE.with_name("pytest-heron-tests")
+).expanduser()
+os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
+
+from pytest_heron.database.server import Server, embedded  # noqa: E402  (after the cache is set)
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
-    """The embedded server (started once; the benchmark's own cache folder, so states are
-    shared with ordinary runs and built only once per data version)."""
+    """The test session's embedded server (started once; states are built once per data
+    version and reused by later test sessions)."""
     srv = embedded()
     yield srv
     srv.stop()

@@ -25,7 +25,7 @@ from pytest_heron.sandbox.execute import execute
 from pytest_heron.systems.agent import MAX_AGENT_CALLS, AgentAdapter, catalogue, tables_referenced
 from pytest_heron.systems.llm.client import ToolsUnsupported
 from pytest_heron.systems.raw_llm import FEW_SHOT, RawLLMAdapter
-from pytest_heron.types import BenchmarkContext, Question
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Question
 
 pytest_plugins = ["pytester"]
 
@@ -43,18 +43,15 @@ Q = Question(
 
 def _ctx(dsn: str, url: str | None, cache: Path, **options: Any) -> BenchmarkContext:
     bundle = load_bundle()
-    opts: dict[str, Any] = {
+    llm: dict[str, Any] = {
         "endpoint": url,
         "model": "m",
         "temperature": 0.0,
-        "timeout": 60.0,
-        "statement_timeout": 10.0,
         "strategy": "zero-shot",
-        "llm_cache": str(cache),
+        "cache_path": str(cache),
         "offline": False,
-        "data_version": bundle.data_version,
     }
-    opts.update(options)
+    llm.update(options)
     return BenchmarkContext(
         dsn=dsn,
         dialect="postgres",
@@ -62,7 +59,9 @@ def _ctx(dsn: str, url: str | None, cache: Path, **options: Any) -> BenchmarkCon
         seed=42,
         schema_ddl=bundle.ddl,
         tables=tuple(sorted(bundle.tables)),
-        options=opts,
+        limits=Limits(timeout_s=60.0, statement_timeout_s=10.0),
+        llm=LLMOptions(**llm),
+        data_version=bundle.data_version,
     )
 
 

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.scoring import metrics, similarity
+from pytest_heron.scoring.outcome import Outcome, Sample
 
 cells = st.one_of(st.none(), st.integers(-5, 5), st.sampled_from(["a", "b", "c"]))
 tables = st.lists(st.tuples(cells, cells), max_size=12)
@@ -67,10 +68,10 @@ def test_grade_formula() -> None:
 
 def test_ves_counts_only_correct_answers() -> None:
     outcomes = [
-        {"correct": True, "ves": 1.0},
-        {"correct": True, "ves": 4.0},
-        {"correct": False, "ves": None},
-        {"correct": False, "ves": None},
+        Outcome("a", correct=True, ves=1.0),
+        Outcome("b", correct=True, ves=4.0),
+        Outcome("c", correct=False, ves=None),
+        Outcome("d", correct=False, ves=None),
     ]
     assert metrics.ves(outcomes) == pytest.approx(100.0 * 5.0 / 4)
 
@@ -96,8 +97,8 @@ def test_exact_match_normalises_but_is_strict() -> None:
     assert not similarity.exact_match("SELECT a FROM t", None)
 
 
-def _sampled(flags: list[bool]) -> dict[str, Any]:
-    return {"samples": [{"correct": f} for f in flags]}
+def _sampled(flags: list[bool]) -> Outcome:
+    return Outcome("q", samples=tuple(Sample(i, f, None, None) for i, f in enumerate(flags)))
 
 
 @given(
@@ -122,7 +123,7 @@ def test_ex_at_k_needs_samples_and_counts_missing_ones_as_wrong() -> None:
     assert metrics.ex_at_k([_sampled([True])], 1) is None
     assert metrics.ex_at_k([], 5) is None
     assert list(metrics.ex_at_k([_sampled([True] * 12)], 12) or {}) == ["1", "5", "10", "12"]
-    crashed: dict[str, Any] = {"correct": False}  # an infra crash has no samples list
+    crashed = Outcome("c", correct=False)  # an infra crash has no samples list
     assert metrics.ex_at_k([_sampled([True, True]), crashed], 2) == {"1": 50.0, "2": 50.0}
 
 
@@ -147,10 +148,10 @@ def test_ves_reward_buckets(ratio: float, reward: float) -> None:
 
 def test_r_ves_uses_the_squared_ves_factor_and_counts_wrong_answers_as_zero() -> None:
     outcomes = [
-        {"correct": True, "ves": 2.0},  # ratio 4 -> 1.25
-        {"correct": True, "ves": 0.6},  # ratio 0.36 -> 0.5
-        {"correct": False, "ves": None},  # wrong -> 0
-        {"correct": True, "ves": None},  # not timed (e.g. EXPLAIN failed): left out
+        Outcome("a", correct=True, ves=2.0),  # ratio 4 -> 1.25
+        Outcome("b", correct=True, ves=0.6),  # ratio 0.36 -> 0.5
+        Outcome("c", correct=False, ves=None),  # wrong -> 0
+        Outcome("d", correct=True, ves=None),  # not timed (e.g. a timed run failed): left out
     ]
     assert metrics.r_ves(outcomes) == round(100 * (1.25 + 0.5) / 3, 4)
     assert metrics.r_ves([]) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,6 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pytest_heron.generate import load_bundle
+from pytest_heron.results.conditions import Conditions
+from pytest_heron.results.document import Results
+from pytest_heron.scoring.metrics import Summary
+from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
 
 pytest_plugins = ["pytester"]
 
@@ -101,47 +108,12 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
     )
     doc = _results(pytester.path / "out.json")
     assert doc["version"] == 1
-    assert set(doc["conditions"]) == {
-        "adapter",
-        "adapter_version",
-        "scale",
-        "seeds",
-        "states",
-        "model",
-        "temperature",
-        "samples",
-        "strategy",
-        "price",
-        "n_questions",
-        "tables",
-        "schemas",
-        "rows",
-        "backend",
-        "postgres_version",
-        "heron_version",
-        "started_at",
-        "machine",
-    }
-    assert set(doc["metrics"]) == {
-        "ex1",
-        "ex_multistate",
-        "ex_multistate_ci95",
-        "ex_at_k",
-        "exact_match",
-        "ex_superset",
-        "ves",
-        "r_ves",
-        "soft_f1",
-        "set_recall",
-        "tokens_prompt",
-        "tokens_completion",
-        "tokens_per_q",
-        "cost_usd",
-        "errors",
-        "latency_s_median",
-        "latency_s_p90",
-        "grade",
-    }
+    assert set(doc["conditions"]) == {f.name for f in dataclasses.fields(Conditions)}
+    assert set(doc["metrics"]) == {f.name for f in dataclasses.fields(Summary)}
+    assert Results.from_json(doc).outcomes[0].id == doc["questions"][0]["id"]  # it reads back
+    assert doc["conditions"]["data_version"] == load_bundle().data_version
+    assert doc["conditions"]["adapter_conditions"] == {}  # gold says nothing about itself
+    assert doc["conditions"]["questions_digest"] and doc["conditions"]["sqlglot_version"]
     assert doc["metrics"]["ex_at_k"] is None and doc["metrics"]["errors"] == 0
     assert doc["metrics"]["exact_match"] == 100.0 and doc["metrics"]["soft_f1"] == 100.0
     assert doc["metrics"]["ves"] is not None and 50 < doc["metrics"]["ves"] < 200
@@ -155,19 +127,8 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "errors": 0,
     }
     for q in doc["questions"]:
-        assert {
-            "id",
-            "correct",
-            "correct_by_state",
-            "error_kind",
-            "error",
-            "pred_sql",
-            "tables_in_context",
-            "usage",
-            "latency_s",
-            "ves",
-            "soft_f1",
-        } <= set(q)
+        assert list(q) == list(OUTCOME_FIELDS)  # every field, in the record's order
+        assert isinstance(q["correct"], bool) and q["error_kind"] is None
     assert doc["conditions"]["backend"] == "embedded"
     assert doc["conditions"]["postgres_version"].startswith("16")
 

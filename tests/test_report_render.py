@@ -19,22 +19,25 @@ from typing import Any
 
 import pytest
 
+from pytest_heron.errors import ErrorKind
 from pytest_heron.results import document as report
+from pytest_heron.results.conditions import Conditions
+from pytest_heron.results.document import Results
 from pytest_heron.results.folder import write_report
+from pytest_heron.scoring.outcome import Outcome, Sample
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (html.py, class "bar")
+BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (results/folder.py, class "bar")
 
 
 def _install_chromium() -> str:
-    """Install Debian's chromium; return what went wrong ('' on success)."""
+    """Install Debian's chromium with apt-get, only when the tests run as root (as in CI);
+    return what went wrong ('' on success)."""
     if shutil.which("apt-get") is None:
         return "apt-get is not available on this machine"
+    if os.geteuid() != 0:  # never sudo: a test does not change the host behind its user's back
+        return "not root, so not installing it here (run `apt-get install chromium` as root)"
     prefix: list[str] = []
-    if os.geteuid() != 0:
-        if shutil.which("sudo") is None:
-            return "not root and no sudo to run apt-get"
-        prefix = ["sudo", "-n"]
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
     done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
@@ -114,45 +117,45 @@ def _png_pixels(data: bytes) -> list[tuple[int, int, int]]:
     return [(row[x], row[x + 1], row[x + 2]) for row in rows for x in range(0, stride, channels)]
 
 
-def _outcome(qid: str, shape: str, correct: bool, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": qid,
-        "shape": shape,
-        "retrieval": "named",
-        "traps": ["soft_delete"] if correct else [],
-        "gold_tables": ["crm.accounts", "crm.contacts"][: 1 + len(qid) % 2],
-        "correct": correct,
-        "correct_by_state": {"42": correct, "43": correct},
-        "error_kind": None if correct else "db_error",
-        "error": None if correct else "relation does not exist",
-        "pred_sql": "SELECT 1",
-        "tables_in_context": ["crm.accounts"],
-        "usage": {"prompt_tokens": 900, "completion_tokens": 100},
-        "latency_s": 1.5,
-        "ves": 1.1 if correct else None,
-        "soft_f1": 1.0 if correct else 0.0,
-        "exact_match": False,
-        "samples": [{"sample": 0, "correct": correct}, {"sample": 1, "correct": True}],
+def _outcome(qid: str, shape: str, correct: bool, **extra: Any) -> Outcome:
+    return Outcome(
+        id=qid,
+        shape=shape,
+        retrieval="named",
+        traps=("soft_delete",) if correct else (),
+        gold_tables=("crm.accounts", "crm.contacts")[: 1 + len(qid) % 2],
+        correct=correct,
+        correct_by_state={"42": correct, "43": correct},
+        error_kind=None if correct else ErrorKind.DB_ERROR,
+        error=None if correct else "relation does not exist",
+        pred_sql="SELECT 1",
+        tables_in_context=("crm.accounts",),
+        usage={"prompt_tokens": 900, "completion_tokens": 100},
+        latency_s=1.5,
+        ves=1.1 if correct else None,
+        soft_f1=1.0 if correct else 0.0,
+        exact_match=False,
+        samples=(Sample(0, correct, None, None), Sample(1, True, None, None)),
         **extra,
-    }
+    )
 
 
-def _document() -> dict[str, Any]:
-    outcomes: Sequence[dict[str, Any]] = [
+def _document() -> Results:
+    outcomes: Sequence[Outcome] = [
         _outcome(f"q{i:03d}", ("single", "join", "analytical")[i % 3], i % 4 != 0)
         for i in range(1, 13)
     ]
-    conditions = {
-        "adapter": "raw-llm",
-        "scale": "small",
-        "seeds": [42, 43],
-        "states": 2,
-        "model": "gpt-4o-mini",
-        "temperature": 0.0,
-        "samples": 2,
-        "price": {"model": "gpt-4o-mini", "prompt": 0.15, "completion": 0.6, "as_of": "x"},
-        "backend": "embedded",
-    }
+    conditions = Conditions(
+        adapter="raw-llm",
+        scale="small",
+        seeds=(42, 43),
+        states=2,
+        model="gpt-4o-mini",
+        temperature=0.0,
+        samples=2,
+        price={"model": "gpt-4o-mini", "prompt": 0.15, "completion": 0.6, "as_of": "x"},
+        backend="embedded",
+    )
     return report.results_document(conditions, outcomes)
 
 
@@ -162,12 +165,12 @@ def test_report_renders_in_headless_chromium_with_the_headline_numbers(
     doc = _document()
     write_report(tmp_path, doc)
     page = (tmp_path / "report.html").resolve().as_uri()
-    m = doc["metrics"]
-    assert m["ex_multistate"] == 75.0 and m["ex_at_k"] == {"1": 87.5, "2": 100.0}
+    m = doc.metrics
+    assert m.ex_multistate == 75.0 and m.ex_at_k == {"1": 87.5, "2": 100.0}
 
     dom = _run_browser(browser, "--dump-dom", page).stdout
     assert "<svg" in dom and "multi-state EX@1" in dom
-    for shown in ("75.0", "87.5", "100.0", f"{m['grade']:.1f}", f"{m['cost_usd']:.6f}"):
+    for shown in ("75.0", "87.5", "100.0", f"{m.grade:.1f}", f"{m.cost_usd:.6f}"):
         assert shown in dom, f"{shown} is not on the rendered page"
     assert "model=gpt-4o-mini" in dom and "samples=2" in dom
 

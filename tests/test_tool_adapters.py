@@ -17,7 +17,7 @@ from pytest_heron.generate.spec import load_bundle
 from pytest_heron.paths import cache_dir
 from pytest_heron.systems.registry import make_adapter
 from pytest_heron.systems.tools import common
-from pytest_heron.types import BenchmarkContext, Prediction, Question
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 pytest_plugins = ["pytester"]
 # pytester points HOME at a temporary folder; the plugin runs below share the session's embedded
@@ -44,18 +44,19 @@ def _ctx(state: Any, url: str, cache: Path, **options: Any) -> BenchmarkContext:
         seed=42,
         schema_ddl=bundle.ddl,
         tables=tuple(sorted(bundle.tables)),
-        options={
-            "endpoint": url,
-            "model": "stub-model",
-            "temperature": 0.0,
-            "timeout": 60.0,
-            "statement_timeout": 30.0,
-            "samples": 1,
-            "llm_cache": str(cache),
-            "offline": False,
-            "data_version": bundle.data_version,
-            **options,
-        },
+        limits=Limits(timeout_s=60.0, statement_timeout_s=30.0),
+        llm=LLMOptions(
+            **{
+                "endpoint": url,
+                "model": "stub-model",
+                "temperature": 0.0,
+                "samples": 1,
+                "cache_path": str(cache),
+                "offline": False,
+                **options,
+            }
+        ),
+        data_version=bundle.data_version,
     )
 
 
@@ -533,10 +534,10 @@ sys.meta_path.insert(0, Block())
 PREPARE_ALL = """
 import json
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.types import BenchmarkContext
+from pytest_heron.types import BenchmarkContext, LLMOptions
 
 ctx = BenchmarkContext(dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="",
-                       tables=(), options={{"endpoint": "http://127.0.0.1:9/v1", "model": "m"}})
+                       tables=(), llm=LLMOptions(endpoint="http://127.0.0.1:9/v1", model="m"))
 out = {{}}
 for name in {names!r}:
     try:

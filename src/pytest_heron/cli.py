@@ -93,27 +93,23 @@ def _checksum(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pytest_heron.results.document import read_results
     from pytest_heron.scoring.metrics import mcnemar_exact
 
-    docs = []
-    for path in (args.a, args.b):
-        try:
-            docs.append(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise HeronError(f"{path}: not a readable results file ({exc})") from None
-    a, b = ({q["id"]: bool(q["correct"]) for q in d.get("questions", [])} for d in docs)
+    runs = [read_results(Path(path)) for path in (args.a, args.b)]
+    a, b = ({o.id: o.correct for o in r.outcomes} for r in runs)
     common = sorted(set(a) & set(b))
     if not common:
         raise HeronError("the two results files have no question in common")
     wins = [q for q in common if a[q] and not b[q]]
     losses = [q for q in common if b[q] and not a[q]]
     ties = len(common) - len(wins) - len(losses)
-    for label, doc in (("A", docs[0]), ("B", docs[1])):
-        c = doc.get("conditions", {})
+    for label, run in (("A", runs[0]), ("B", runs[1])):
+        c = run.conditions
         print(
-            f"{label}: adapter={c.get('adapter')} model={c.get('model')} scale={c.get('scale')}"
-            f" seeds={c.get('seeds')}"
-            f" multi-state EX@1={doc.get('metrics', {}).get('ex_multistate')}"
+            f"{label}: adapter={c.adapter} model={c.model} scale={c.scale}"
+            f" seeds={','.join(str(s) for s in c.seeds)}"
+            f" multi-state EX@1={run.metrics.ex_multistate}"
         )
     print(
         f"questions compared: {len(common)} (only in A: {len(set(a) - set(b))},"

@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    """Why a question has no usable answer (the ``error_kind`` of an outcome; the JSON holds the
+    value). ``None`` in an outcome means the answer ran: right or wrong, it is not an error."""
+
+    ADAPTER_ERROR = "adapter_error"  # the adapter raised, or could not be prepared
+    ADAPTER_TIMEOUT = "adapter_timeout"  # the adapter did not answer within --heron-timeout
+    INVALID_PREDICTION = "invalid_prediction"  # what the adapter returned is not a prediction
+    REJECTED = "rejected"  # the guard refused the SQL (not exactly one read-only query)
+    DB_ERROR = "db_error"  # PostgreSQL refused or failed the query
+    TIMEOUT = "timeout"  # the query ran past --heron-statement-timeout
+    RESULT_TOO_LARGE = "result_too_large"  # the result passed a row, cell or byte cap
+    INFRA_CRASH = "infra_crash"  # the harness failed (never the adapter's fault)
+
 
 class HeronError(Exception):
     """Base class of every error pytest-heron raises on purpose."""
@@ -44,3 +60,8 @@ class AdapterError(HeronError):
 
 class InvalidPrediction(AdapterError):
     """An adapter returned something that is not a usable prediction (``invalid_prediction``)."""
+
+
+class ResultsFileError(HeronError):
+    """A results file, journal record or submission file is not what it claims to be; the
+    message names the record and the field."""

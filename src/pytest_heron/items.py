@@ -6,8 +6,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_heron.errors import ErrorKind
+from pytest_heron.safe_text import printable
+
 if TYPE_CHECKING:
     from pytest_heron.run import HeronRun
+    from pytest_heron.scoring.outcome import Outcome
     from pytest_heron.types import Question
 
 
@@ -34,17 +38,20 @@ class HeronItem(pytest.Item):
         super().__init__(**kwargs)
         self.question = question
         self.run = run
-        self.outcome: dict[str, Any] | None = None
+        self.outcome: Outcome | None = None
         self.add_marker("heron")
         for marker in question.markers:
             self.add_marker(marker)
 
     def runtest(self) -> None:
         self.outcome = self.run.answer(self.question)
-        if self.outcome["correct"]:
+        if self.outcome.correct:
             return
         message = _failure_message(self.question, self.outcome)
-        if self.run.settings.min_ex is not None and self.outcome["error_kind"] != "infra_crash":
+        if (
+            self.run.settings.min_ex is not None
+            and self.outcome.error_kind is not ErrorKind.INFRA_CRASH
+        ):
             pytest.xfail(message)  # with a threshold, the session's EX decides the exit status
         raise QuestionFailed(message)
 
@@ -57,14 +64,16 @@ class HeronItem(pytest.Item):
         return self.path, None, f"heron question {self.question.id} ({self.question.source})"
 
 
-def _failure_message(q: Question, out: dict[str, Any]) -> str:
+def _failure_message(q: Question, out: Outcome) -> str:
+    """The whole failure report: the question, the predicted SQL, the error, the difference.
+    What the system under test wrote is shown with its control characters escaped."""
     lines = [f"{q.id}: {q.question}"]
-    if out.get("pred_sql"):
+    if out.pred_sql:
         lines.append("predicted SQL:")
-        lines.extend("    " + line for line in str(out["pred_sql"]).splitlines())
-    if out.get("error_kind"):
-        lines.append(f"{out['error_kind']}: {out['error']}")
-    if out.get("reason"):
+        lines.extend("    " + line for line in printable(out.pred_sql).splitlines())
+    if out.error_kind:
+        lines.append(f"{out.error_kind}: {printable(out.error or '')}")
+    if out.reason:
         lines.append("result differs from gold:")
-        lines.extend("    " + line for line in str(out["reason"]).splitlines())
+        lines.extend("    " + line for line in printable(out.reason).splitlines())
     return "\n".join(lines)

@@ -131,7 +131,7 @@ class HeronPlugin:
     ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         rep = yield
         if isinstance(item, HeronItem) and call.when == "call" and item.outcome is not None:
-            rep.user_properties.append((PAYLOAD, item.outcome))
+            rep.user_properties.append((PAYLOAD, item.outcome.to_json()))
         return rep
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -139,7 +139,9 @@ class HeronPlugin:
             return
         for key, value in report.user_properties:
             if key == PAYLOAD and isinstance(value, dict):
-                self.run.record(value)
+                from pytest_heron.scoring.outcome import Outcome
+
+                self.run.record(Outcome.from_json(value, f"the outcome of {report.nodeid}"))
                 return
         if report.failed and report.nodeid.startswith("heron::"):
             qid = report.nodeid.split("::", 1)[1]
@@ -155,7 +157,7 @@ class HeronPlugin:
         doc = self.run.finish()
         minimum = self.run.settings.min_ex
         if doc is not None and minimum is not None:
-            ex = doc["metrics"]["ex_multistate"] or 0.0
+            ex = doc.metrics.ex_multistate or 0.0
             if ex < minimum:
                 session.testsfailed += 1
         return result
@@ -170,7 +172,7 @@ class HeronPlugin:
         for line in summary_lines(self.run.results):
             tr.write_line(line)
         minimum = self.run.settings.min_ex
-        ex = self.run.results["metrics"]["ex_multistate"] or 0.0
+        ex = self.run.results.metrics.ex_multistate or 0.0
         if minimum is not None:
             verdict = "FAILED" if ex < minimum else "passed"
             tr.write_line(

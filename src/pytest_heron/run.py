@@ -2,7 +2,14 @@
 
 One :class:`HeronRun` exists per pytest process. On the controller (or with ``-n 0``) it gets a
 server and builds the states; on an xdist worker it receives the states from the controller
-through ``workerinput`` and only answers questions.
+through ``workerinput`` and only answers questions. The stages it drives, in order:
+
+1. :meth:`build_states`: a server (:mod:`~pytest_heron.database.server`), the seeded states
+   (:mod:`~pytest_heron.database.states`), the run's :class:`Conditions` and the journal;
+2. :meth:`answer`: one question through the adapter, the sandbox and the comparator
+   (:func:`~pytest_heron.scoring.score.score_question`), giving an :class:`Outcome`;
+3. :meth:`record`: the outcome kept and journaled;
+4. :meth:`finish`: the :class:`Results` (metrics included), written where asked.
 """
 
 from __future__ import annotations
@@ -12,28 +19,50 @@ import hashlib
 import os
 import platform
 from collections.abc import Callable, Mapping
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import psycopg
 
 from pytest_heron import __version__
 from pytest_heron.database.server import Server, choose, start
-from pytest_heron.database.states import ensure_state
+from pytest_heron.database.states import State, ensure_state
 from pytest_heron.dataset.questions import load_questions
-from pytest_heron.errors import AdapterError
+from pytest_heron.errors import AdapterError, ErrorKind, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
-from pytest_heron.results import document as report
+from pytest_heron.results.conditions import Conditions
+from pytest_heron.results.document import Results, results_document, write_results
 from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
-from pytest_heron.scoring.score import StateRef, new_outcome, score_question
+from pytest_heron.scoring.score import StateRef, score_question
 from pytest_heron.systems.llm.cache import default_cache_path
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.types import Adapter, BenchmarkContext, Question
+from pytest_heron.types import Adapter, BenchmarkContext, Limits, LLMOptions, Question
 
 Hook = Callable[[str], Any]
-SEED_JOBS = max(1, min(4, os.cpu_count() or 1))  # processes that load a missing state
+
+
+def seed_jobs() -> int:
+    """Processes that load a missing state (read when a state is built, not at import)."""
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def questions_digest(questions: Mapping[str, Question]) -> str:
+    """16 hex of SHA-256 over every question's id and gold SQL, in id order."""
+    digest = hashlib.sha256()
+    for q in questions.values():
+        digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
+    return digest.hexdigest()[:16]
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 class HeronRun:
@@ -41,18 +70,19 @@ class HeronRun:
         self.settings = settings
         self.hook = hook
         self.questions: dict[str, Question] = {q.id: q for q in load_questions(settings.questions)}
-        probe = make_adapter(settings.adapter or "", hook)  # fail fast on an unknown name
-        self.adapter_version = getattr(probe, "version", None)
+        self.probe = make_adapter(settings.adapter or "", hook)  # fail fast on an unknown name
+        self.adapter_version = getattr(self.probe, "version", None)
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast too
         self.server: Server | None = None
         self.states: list[StateRef] = []
-        self.conditions: dict[str, Any] = {}
-        self.outcomes: dict[str, dict[str, Any]] = {}
+        self.conditions: Conditions | None = None
+        self.outcomes: dict[str, Outcome] = {}
         self._adapter: Adapter | None = None
         self._adapter_error: str | None = None
-        self.results: dict[str, Any] | None = None
+        self.results: Results | None = None
         self.journal: Journal | None = None
         self.resumed: list[str] = []
+        self.dropped: list[str] = []  # journal records that failed validation (asked again)
 
     # -- controller ---------------------------------------------------------------------------
 
@@ -61,75 +91,80 @@ class HeronRun:
         kind = choose(s.backend, s.dsn)
         progress(f"backend: {kind}")
         self.server = start(kind, s.dsn)
-        built = []
-        for seed in s.seeds:
-            built.append(
-                ensure_state(self.server, s.scale, seed, jobs=SEED_JOBS, progress=progress)
-            )
+        built = [
+            ensure_state(self.server, s.scale, seed, jobs=seed_jobs(), progress=progress)
+            for seed in s.seeds
+        ]
         self.states = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
-        with psycopg.connect(self.server.admin_dsn) as conn:
-            version = conn.execute("SHOW server_version").fetchone()
-        first = built[0].manifest
-        self.conditions = {
-            "adapter": s.adapter,
-            "adapter_version": self.adapter_version,
-            "scale": s.scale,
-            "seeds": list(s.seeds),
-            "states": s.states,
-            "model": s.model,
-            "temperature": s.temperature,
-            "samples": s.samples,
-            "strategy": s.strategy if s.adapter == "raw-llm" else None,
-            "price": self.price,
-            "n_questions": None,
-            "tables": first.get("tables"),
-            "schemas": first.get("schemas"),
-            "rows": first.get("rows"),
-            "backend": kind,
-            "postgres_version": str(version[0]) if version else None,
-            "heron_version": __version__,
-            "started_at": dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
-            f"Python {platform.python_version()}",
-        }
-
+        self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
-            self.journal = Journal(journal_path(s.output), self.fingerprint(), resume=s.resume)
-            self.outcomes.update(
-                {k: v for k, v in self.journal.previous.items() if k in self.questions}
-            )
-            self.resumed = sorted(self.outcomes)
+            self._open_journal()
+
+    def _conditions(self, backend: str, first: State) -> Conditions:
+        s = self.settings
+        assert self.server is not None
+        with psycopg.connect(self.server.admin_dsn) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+        manifest = first.manifest
+        describe = getattr(self.probe, "conditions", None)
+        own = dict(describe(self.context())) if callable(describe) else {}
+        return Conditions(
+            adapter=s.adapter or "",
+            adapter_version=None if self.adapter_version is None else str(self.adapter_version),
+            scale=s.scale,
+            seeds=tuple(s.seeds),
+            states=s.states,
+            model=s.model,
+            temperature=s.temperature,
+            samples=s.samples,
+            adapter_conditions={str(k): own[k] for k in sorted(own)},
+            price=self.price,
+            tables=_int_or_none(manifest.get("tables")),
+            schemas=_int_or_none(manifest.get("schemas")),
+            rows=_int_or_none(manifest.get("rows")),
+            backend=backend,
+            postgres_version=str(row[0]) if row else None,
+            heron_version=__version__,
+            data_version=load_bundle().data_version,
+            questions_digest=questions_digest(self.questions),
+            sqlglot_version=_package_version("sqlglot"),
+            psycopg_version=_package_version("psycopg"),
+            started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            machine=f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}",
+        )
+
+    def _open_journal(self) -> None:
+        s = self.settings
+        assert s.output is not None and self.conditions is not None
+        self.journal = Journal(
+            journal_path(s.output), self.conditions.fingerprint(), resume=s.resume
+        )
+        for qid, record in self.journal.previous.items():
+            if qid not in self.questions:
+                continue
+            try:
+                self.outcomes[qid] = Outcome.from_json(record, f"journal record {qid!r}")
+            except ResultsFileError:
+                self.dropped.append(qid)  # asked again rather than trusted
+        self.resumed = sorted(self.outcomes)
 
     def fingerprint(self) -> dict[str, Any]:
         """What must be equal for a journal to be resumed."""
-        digest = hashlib.sha256()
-        for q in self.questions.values():
-            digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
-        c = self.conditions
-        return {
-            "adapter": c["adapter"],
-            "adapter_version": c["adapter_version"],
-            "scale": c["scale"],
-            "seeds": c["seeds"],
-            "model": c["model"],
-            "temperature": c["temperature"],
-            "samples": c["samples"],
-            "strategy": c["strategy"],
-            "data_version": load_bundle().data_version,
-            "questions": digest.hexdigest()[:16],
-            "heron_version": c["heron_version"],
-        }
+        assert self.conditions is not None
+        return self.conditions.fingerprint()
 
     def worker_payload(self) -> dict[str, Any]:
+        assert self.conditions is not None
         return {
             "states": [asdict(st) for st in self.states],
-            "conditions": self.conditions,
+            "conditions": self.conditions.to_json(),
             "resumed": self.resumed,
         }
 
     def load_payload(self, payload: Mapping[str, Any]) -> None:
         self.states = [StateRef(**st) for st in payload["states"]]
-        self.conditions = dict(payload["conditions"])
+        self.conditions = Conditions.from_json(payload["conditions"])
         self.resumed = list(payload.get("resumed", []))
 
     def stop(self) -> None:
@@ -139,47 +174,48 @@ class HeronRun:
 
     # -- answering ----------------------------------------------------------------------------
 
+    def context(self) -> BenchmarkContext:
+        """What the adapter is told: built once from :class:`Settings` and the first state."""
+        s = self.settings
+        bundle = load_bundle()
+        return BenchmarkContext(
+            dsn=self.states[0].reader_dsn,
+            dialect="postgres",
+            scale=s.scale,
+            seed=s.seed,
+            schema_ddl=bundle.ddl,
+            tables=tuple(sorted(bundle.tables)),
+            limits=Limits(timeout_s=s.timeout, statement_timeout_s=s.statement_timeout),
+            llm=LLMOptions(
+                endpoint=s.endpoint,
+                model=s.model,
+                temperature=s.temperature,
+                samples=s.samples,
+                strategy=s.strategy,
+                cache_path=str(default_cache_path(s.cache)),
+                offline=s.offline,
+            ),
+            data_version=bundle.data_version,
+            cli_cmd=s.cli_cmd,
+        )
+
     def adapter(self) -> Adapter:
         if self._adapter is None and self._adapter_error is None:
-            s = self.settings
-            ctx = BenchmarkContext(
-                dsn=self.states[0].reader_dsn,
-                dialect="postgres",
-                scale=s.scale,
-                seed=s.seed,
-                schema_ddl=load_bundle().ddl,
-                tables=tuple(sorted(load_bundle().tables)),
-                options={
-                    "cli_cmd": s.cli_cmd,
-                    "timeout": s.timeout,
-                    "endpoint": s.endpoint,
-                    "model": s.model,
-                    "temperature": s.temperature,
-                    "samples": s.samples,
-                    "strategy": s.strategy,
-                    "llm_cache": str(default_cache_path(s.cache)),
-                    "offline": s.offline,
-                    "statement_timeout": s.statement_timeout,
-                    "data_version": load_bundle().data_version,
-                },
-            )
             try:
-                adapter = make_adapter(s.adapter or "", self.hook)
-                adapter.prepare(ctx)
+                adapter = make_adapter(self.settings.adapter or "", self.hook)
+                adapter.prepare(self.context())
                 self._adapter = adapter
             except Exception as exc:
                 self._adapter_error = f"the adapter failed to prepare: {type(exc).__name__}: {exc}"
         if self._adapter is None:
-            raise AdapterError(self._adapter_error or "the adapter is not available")
+            raise AdapterError(self._adapter_error or "the adapter could not be made")
         return self._adapter
 
-    def answer(self, q: Question) -> dict[str, Any]:
+    def answer(self, q: Question) -> Outcome:
         try:
             adapter = self.adapter()
         except AdapterError as exc:
-            out = new_outcome(q)
-            out.update(error_kind="adapter_error", error=str(exc))
-            return out
+            return Outcome.blank(q).failed(ErrorKind.ADAPTER_ERROR, str(exc))
         return score_question(
             adapter,
             q,
@@ -191,30 +227,32 @@ class HeronRun:
 
     # -- results ------------------------------------------------------------------------------
 
-    def record(self, outcome: Mapping[str, Any]) -> None:
-        self.outcomes[str(outcome["id"])] = dict(outcome)
+    def record(self, outcome: Outcome) -> None:
+        self.outcomes[outcome.id] = outcome
         if self.journal is not None:
-            self.journal.append(outcome)
+            self.journal.append(outcome.to_json())
 
     def record_crash(self, qid: str, message: str) -> None:
         q = self.questions.get(qid)
         if q is None or qid in self.outcomes:
             return
-        out = new_outcome(q)
-        out.update(error_kind="infra_crash", error=message[-2000:])
-        self.record(out)
+        self.record(Outcome.blank(q).failed(ErrorKind.INFRA_CRASH, message[-2000:]))
 
-    def finish(self) -> dict[str, Any] | None:
+    def finish(self) -> Results | None:
         if self.journal is not None:
             self.journal.close()
-        if not self.outcomes:
+        if not self.outcomes or self.conditions is None:
             return None
-        conditions = dict(self.conditions, n_questions=len(self.outcomes))
-        self.results = report.results_document(conditions, list(self.outcomes.values()))
+        conditions = replace(self.conditions, n_questions=len(self.outcomes))
+        self.results = results_document(conditions, list(self.outcomes.values()))
         if self.settings.output is not None:
-            report.write_results(self.settings.output, self.results)
+            write_results(self.settings.output, self.results)
         if self.settings.report is not None:
             from pytest_heron.results.folder import write_report
 
             write_report(self.settings.report, self.results)
         return self.results
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,9 +33,38 @@ class Question:
         )
 
 
+DEFAULT_TIMEOUT_S = 120.0  # --heron-timeout: one question, the adapter's whole answer
+DEFAULT_STATEMENT_TIMEOUT_S = 30.0  # --heron-statement-timeout: one SQL statement
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The time limits of a run, as ``--heron-timeout`` and ``--heron-statement-timeout`` set
+    them (the defaults live here and nowhere else)."""
+
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    statement_timeout_s: float = DEFAULT_STATEMENT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class LLMOptions:
+    """What an LLM adapter needs to reach and ask a model (``--heron-endpoint``, ``--heron-model``,
+    ``--heron-temperature``, ``--heron-samples``, ``--heron-strategy``, ``--heron-cache``,
+    ``--heron-offline``), resolved once. ``cache_path`` is the response cache file."""
+
+    endpoint: str | None = None
+    model: str | None = None
+    temperature: float = 0.0
+    samples: int = 1
+    strategy: str = "zero-shot"
+    cache_path: str | None = None
+    offline: bool = False
+
+
 @dataclass(frozen=True)
 class BenchmarkContext:
-    """What an adapter may know before answering: the schema and a read-only connection string."""
+    """What an adapter may know before answering: the schema, a read-only connection string to
+    the first state, the run's time limits and, for LLM adapters, how to reach the model."""
 
     dsn: str
     dialect: str
@@ -44,7 +72,10 @@ class BenchmarkContext:
     seed: int
     schema_ddl: str
     tables: tuple[str, ...]
-    options: Mapping[str, Any] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    llm: LLMOptions = field(default_factory=LLMOptions)
+    data_version: str = ""
+    cli_cmd: str | None = None
 
 
 @dataclass
@@ -68,6 +99,11 @@ class Adapter(Protocol):
     ``generate`` accepts a ``sample`` keyword receives the sample index 0..N-1 (an LLM adapter
     keys its cache on it, so each sample is a separate, reproducible call); otherwise
     ``generate(q)`` is simply called again.
+
+    An adapter whose answers depend on settings the harness does not know by name may say so
+    with an optional ``conditions(ctx) -> dict[str, str | int | float | bool | None]``: the
+    harness records the dict in the results file's ``conditions.adapter_conditions`` and makes
+    it part of what a resumed run must match (the ``raw-llm`` adapter reports its strategy).
     """
 
     name: str

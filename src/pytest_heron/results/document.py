@@ -1,79 +1,110 @@
-"""The results file and the terminal summary."""
+"""The results document: conditions, metrics, breakdown and every question's outcome.
+
+:class:`Results` is what a run produces and what ``--heron-output`` writes (``to_json``); a
+results file made elsewhere is read back with :meth:`Results.from_json`, which checks every field
+and names the one that is wrong.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_heron.errors import ResultsFileError
+from pytest_heron.records import JSON, RecordReader
+from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.files import write_atomic
 from pytest_heron.scoring import metrics
+from pytest_heron.scoring.metrics import Breakdown, Bucket, Summary
+from pytest_heron.scoring.outcome import Outcome
 
 RESULTS_VERSION = 1
-CONDITION_KEYS = (
-    "adapter",
-    "adapter_version",
-    "scale",
-    "seeds",
-    "states",
-    "model",
-    "temperature",
-    "samples",
-    "strategy",
-    "price",
-    "n_questions",
-    "tables",
-    "schemas",
-    "rows",
-    "backend",
-    "postgres_version",
-    "heron_version",
-    "started_at",
-    "machine",
-)
-QUESTION_KEYS = (
-    "id",
-    "correct",
-    "correct_by_state",
-    "error_kind",
-    "error",
-    "pred_sql",
-    "tables_in_context",
-    "usage",
-    "latency_s",
-    "ves",
-    "soft_f1",
-)
 
 
-def results_document(
-    conditions: Mapping[str, Any], outcomes: Sequence[Mapping[str, Any]]
-) -> dict[str, Any]:
-    """The results file as a dict: version, conditions, metrics, breakdown, questions."""
-    ordered = sorted(outcomes, key=lambda o: str(o["id"]))
-    first_seed = int(conditions["seeds"][0])
-    summary = metrics.summary(
-        ordered,
-        first_seed,
-        samples=int(conditions.get("samples") or 1),
-        price=conditions.get("price"),
+@dataclass(frozen=True)
+class Results:
+    """One run's results: what it ran on, its metrics, EX by bucket, and every outcome (sorted
+    by question id)."""
+
+    conditions: Conditions
+    metrics: Summary
+    breakdown: Breakdown
+    outcomes: tuple[Outcome, ...]
+    version: int = RESULTS_VERSION
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "version": self.version,
+            "conditions": self.conditions.to_json(),
+            "metrics": self.metrics.to_json(),
+            "breakdown": {
+                axis: {name: b.to_json() for name, b in buckets.items()}
+                for axis, buckets in self.breakdown.items()
+            },
+            "questions": [o.to_json() for o in self.outcomes],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "results") -> Results:
+        r = RecordReader(data, where)
+        version = r.integer("version")
+        if version != RESULTS_VERSION:
+            raise ResultsFileError(
+                f"{where}: results format {version}, this heron reads {RESULTS_VERSION}"
+            )
+        questions = r.data.get("questions")
+        if not isinstance(questions, list):
+            raise r.bad("questions", "a list of outcomes")
+        outcomes = tuple(Outcome.from_json(q, f"{where}, question") for q in questions)
+        ids = [o.id for o in outcomes]
+        if len(set(ids)) != len(ids):
+            dup = sorted({i for i in ids if ids.count(i) > 1})
+            raise ResultsFileError(f"{where}: question(s) listed twice: {', '.join(dup)}")
+        raw_breakdown = r.data.get("breakdown") or {}
+        if not isinstance(raw_breakdown, dict) or not all(
+            isinstance(v, dict) for v in raw_breakdown.values()
+        ):
+            raise r.bad("breakdown", "an object of axis to buckets")
+        return cls(
+            conditions=Conditions.from_json(r.data.get("conditions"), f"{where}, conditions"),
+            metrics=Summary.from_json(r.data.get("metrics"), f"{where}, metrics"),
+            breakdown={
+                str(axis): {
+                    str(name): Bucket.from_json(b, f"{where}, breakdown {axis}/{name}")
+                    for name, b in buckets.items()
+                }
+                for axis, buckets in raw_breakdown.items()
+            },
+            outcomes=tuple(sorted(outcomes, key=lambda o: o.id)),
+            version=version,
+        )
+
+
+def results_document(conditions: Conditions, outcomes: Sequence[Outcome]) -> Results:
+    """The run's :class:`Results`, with every metric computed from the outcomes."""
+    ordered = tuple(sorted(outcomes, key=lambda o: o.id))
+    first_seed = conditions.seeds[0]
+    return Results(
+        conditions=conditions,
+        metrics=metrics.summary(
+            ordered, first_seed, samples=conditions.samples, price=conditions.price
+        ),
+        breakdown=metrics.breakdown(ordered, first_seed),
+        outcomes=ordered,
     )
-    summary.pop("n")
-    return {
-        "version": RESULTS_VERSION,
-        "conditions": {k: conditions.get(k) for k in CONDITION_KEYS},
-        "metrics": summary,
-        "breakdown": metrics.breakdown(ordered, first_seed),
-        "questions": [
-            {
-                **{k: o.get(k) for k in QUESTION_KEYS},
-                **{k: v for k, v in o.items() if k not in QUESTION_KEYS},
-            }
-            for o in ordered
-        ],
-    }
 
 
-def write_results(path: Path, doc: Mapping[str, Any]) -> None:
-    write_atomic(path, json.dumps(doc, indent=2, sort_keys=False) + "\n")
+def write_results(path: Path, results: Results) -> None:
+    write_atomic(path, json.dumps(results.to_json(), indent=2, sort_keys=False) + "\n")
+
+
+def read_results(path: Path) -> Results:
+    """A results file, checked (see :meth:`Results.from_json`)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ResultsFileError(f"{path}: not a readable results file ({exc})") from None
+    return Results.from_json(data, str(path))

@@ -9,52 +9,45 @@ import csv
 import html
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.results.document import write_results
+from pytest_heron.results.document import Results, write_results
 from pytest_heron.results.files import write_atomic
 from pytest_heron.results.terminal import conditions_line, usage_line
+from pytest_heron.safe_text import csv_cell, printable
 from pytest_heron.scoring import metrics
+from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
+from pytest_heron.scoring.outcome import Outcome
 
 CSV_COLUMNS = (
-    "id",
-    "shape",
-    "retrieval",
-    "traps",
-    "correct",
-    "correct_by_state",
-    "error_kind",
-    "error",
-    "exact_match",
-    "soft_f1",
-    "ves",
-    "latency_s",
+    *(f for f in OUTCOME_FIELDS if f not in ("usage", "samples")),
     "tokens",
-    "pred_sql",
-)
+)  # every outcome field but the nested ones, then billed tokens
 
 
-def _tokens(q: Mapping[str, Any]) -> int:
+def _tokens(o: Outcome) -> int:
     """Billed tokens of one question (prompt + completion, as the provider reported them)."""
-    usage = q.get("usage") or {}
-    return sum(int(v) for k, v in usage.items() if k.endswith("_tokens"))
+    return sum(int(v) for k, v in (o.usage or {}).items() if k.endswith("_tokens"))
 
 
-def questions_csv(doc: Mapping[str, Any]) -> str:
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def questions_csv(results: Results) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for q in doc["questions"]:
-        tokens = _tokens(q) if q.get("usage") else ""
-        row = {
-            **q,
-            "traps": " ".join(q.get("traps") or []),
-            "correct_by_state": json.dumps(q.get("correct_by_state"), sort_keys=True),
-            "tokens": tokens,
-        }
-        writer.writerow(["" if row.get(c) is None else row.get(c) for c in CSV_COLUMNS])
+    for o in results.outcomes:
+        row = {k: _csv_value(v) for k, v in o.to_json().items()}
+        row["tokens"] = _tokens(o) if o.usage else None
+        writer.writerow([csv_cell(row.get(c)) for c in CSV_COLUMNS])
     return out.getvalue()
 
 
@@ -83,11 +76,9 @@ def _bars(
     return "".join(parts)
 
 
-def _scatter(doc: Mapping[str, Any]) -> str:
+def _scatter(results: Results) -> str:
     """Correctness against billed tokens per question."""
-    points = []
-    for q in doc["questions"]:
-        points.append((_tokens(q), bool(q["correct"]), str(q["id"])))
+    points = [(_tokens(o), o.correct, o.id) for o in results.outcomes]
     if not any(t for t, _, _ in points):
         return "<p>EX vs tokens: the adapter reported no billed tokens.</p>"
     top = max(t for t, _, _ in points) or 1
@@ -113,37 +104,37 @@ def _card_number(label: str, value: float | None) -> str:
     return f"{value:.1f}"
 
 
-def render(doc: Mapping[str, Any]) -> str:
-    c, m = doc["conditions"], doc["metrics"]
-    n = len(doc["questions"])
+def render(results: Results) -> str:
+    c, m = results.conditions, results.metrics
+    n = len(results.outcomes)
     headline = [
-        ("multi-state EX@1", m["ex_multistate"]),
-        ("EX@1 (first state)", m["ex1"]),
-        ("exact match", m["exact_match"]),
-        ("Soft-F1", m["soft_f1"]),
-        ("VES", m["ves"]),
-        ("R-VES", m.get("r_ves")),
-        ("Set-Recall", m["set_recall"]),
-        ("Grade", m["grade"]),
+        ("multi-state EX@1", m.ex_multistate),
+        ("EX@1 (first state)", m.ex1),
+        ("exact match", m.exact_match),
+        ("Soft-F1", m.soft_f1),
+        ("VES", m.ves),
+        ("R-VES", m.r_ves),
+        ("Set-Recall", m.set_recall),
+        ("Grade", m.grade),
     ]
-    if m.get("ex_at_k"):
-        k, value = list(m["ex_at_k"].items())[-1]
+    if m.ex_at_k:
+        k, value = list(m.ex_at_k.items())[-1]
         headline.insert(2, (f"EX@{k} (ceiling)", value))
-    if m.get("tokens_per_q") is not None:
-        headline.append(("billed tokens / question", m["tokens_per_q"]))
-    if m.get("cost_usd") is not None:
-        headline.append(("cost, USD", m["cost_usd"]))
+    if m.tokens_per_q is not None:
+        headline.append(("billed tokens / question", m.tokens_per_q))
+    if m.cost_usd is not None:
+        headline.append(("cost, USD", m.cost_usd))
     cards = "".join(
         f'<div class="card"><div class="num">{_card_number(k, v)}</div>'
         f"<div>{html.escape(k)}</div></div>"
         for k, v in headline
     )
     charts = []
-    for axis, buckets in doc["breakdown"].items():
-        items = [(name, b["ex_multistate"], f"(n={b['n']})") for name, b in buckets.items()]
+    for axis, buckets in results.breakdown.items():
+        items = [(name, b.ex_multistate, f"(n={b.n})") for name, b in buckets.items()]
         if items:
             charts.append(_bars(f"multi-state EX by {axis.replace('_', ' ')}", items))
-    kinds = metrics.error_kinds(doc["questions"])
+    kinds = metrics.error_kinds(results.outcomes)
     top = max(kinds.values(), default=1)
     charts.append(
         _bars(
@@ -155,16 +146,16 @@ def render(doc: Mapping[str, Any]) -> str:
         if kinds
         else "<p>No errors.</p>"
     )
-    charts.append(_scatter(doc))
+    charts.append(_scatter(results))
     rows = "".join(
-        f"<tr><td>{html.escape(q['id'])}</td><td>{'yes' if q['correct'] else 'no'}</td>"
-        f"<td>{html.escape(str(q.get('error_kind') or ''))}</td>"
-        f"<td><code>{html.escape(str(q.get('pred_sql') or ''))[:400]}</code></td></tr>"
-        for q in doc["questions"]
+        f"<tr><td>{html.escape(o.id)}</td><td>{'yes' if o.correct else 'no'}</td>"
+        f"<td>{html.escape(str(o.error_kind or ''))}</td>"
+        f"<td><code>{html.escape(printable(o.pred_sql or ''))[:400]}</code></td></tr>"
+        for o in results.outcomes
     )
-    ci = m.get("ex_multistate_ci95")
+    ci = m.ex_multistate_ci95
     interval = f" (95% interval {ci[0]:.1f}–{ci[1]:.1f}%)" if ci else ""
-    name = html.escape(str(c["adapter"]))
+    name = html.escape(c.adapter)
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>heron report: {name}</title>
 <style>
@@ -176,9 +167,9 @@ body {{ font-family: system-ui, sans-serif; margin: 2rem; color: #222; }}
 .bar {{ fill: #3a6ea5; }} .ok {{ fill: #2a9d4b; }} .bad {{ fill: #c0392b; }}
 table {{ border-collapse: collapse; }} td {{ border-top: 1px solid #ddd; padding: 2px 6px; }}
 </style></head><body>
-<h1>pytest-heron: {html.escape(str(c["adapter"]))}</h1>
+<h1>pytest-heron: {name}</h1>
 <p class="conditions">{html.escape(conditions_line(c))}</p>
-<p>Headline: multi-state EX@1 {m["ex_multistate"]}% over n={n}{interval}.</p>
+<p>Headline: multi-state EX@1 {m.ex_multistate}% over n={n}{interval}.</p>
 <div class="cards">{cards}</div>
 <p class="usage">{html.escape(usage_line(c, m))}</p>
 {"".join(charts)}
@@ -188,9 +179,9 @@ table {{ border-collapse: collapse; }} td {{ border-top: 1px solid #ddd; padding
 """
 
 
-def write_report(folder: Path, doc: Mapping[str, Any]) -> None:
+def write_report(folder: Path, results: Results) -> None:
     """results.json, questions.csv and report.html in ``folder`` (each written atomically)."""
     folder.mkdir(parents=True, exist_ok=True)
-    write_results(folder / "results.json", doc)
-    write_atomic(folder / "questions.csv", questions_csv(doc))
-    write_atomic(folder / "report.html", render(doc))
+    write_results(folder / "results.json", results)
+    write_atomic(folder / "questions.csv", questions_csv(results))
+    write_atomic(folder / "report.html", render(results))

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-Outcome = Mapping[str, Any]
+from pytest_heron.records import JSON, RecordReader
+from pytest_heron.scoring.outcome import Outcome
 
 
 def _pct(hits: int, n: int) -> float | None:
@@ -19,20 +21,29 @@ def _pct(hits: int, n: int) -> float | None:
 def ex_first_state(outcomes: Sequence[Outcome], first_seed: int) -> float | None:
     """EX@1 on the first state: the share of questions right on seed ``first_seed``."""
     key = str(first_seed)
-    return _pct(sum(bool(o["correct_by_state"].get(key)) for o in outcomes), len(outcomes))
+    return _pct(sum(bool(o.correct_by_state.get(key)) for o in outcomes), len(outcomes))
 
 
 def ex_multistate(outcomes: Sequence[Outcome]) -> float | None:
     """Multi-state EX@1 (the headline): the share of questions right on every state."""
-    return _pct(sum(bool(o["correct"]) for o in outcomes), len(outcomes))
+    return _pct(sum(o.correct for o in outcomes), len(outcomes))
 
 
 def set_recall(outcomes: Sequence[Outcome]) -> float | None:
     """Mean share of gold tables among the tables in the adapter's context, over the questions
     whose adapter reported its context; None when no question did."""
+    return context_recall([(o.gold_tables, o.tables_in_context) for o in outcomes])
+
+
+def context_recall(pairs: Iterable[tuple[Sequence[str], Sequence[str] | None]]) -> float | None:
+    """:func:`set_recall` over ``(gold tables, tables in context)`` pairs; a pair whose context
+    is None (not reported) does not count.
+
+    >>> context_recall([(["a", "b"], ["a"]), (["c"], None)])
+    50.0
+    """
     shares = []
-    for o in outcomes:
-        ctx, gold = o.get("tables_in_context"), o.get("gold_tables")
+    for gold, ctx in pairs:
         if ctx is None or not gold:
             continue
         shares.append(len(set(gold) & set(ctx)) / len(set(gold)))
@@ -40,7 +51,7 @@ def set_recall(outcomes: Sequence[Outcome]) -> float | None:
 
 
 def _usage_sum(outcomes: Sequence[Outcome], key: str) -> int | None:
-    values = [o["usage"][key] for o in outcomes if o.get("usage") and key in o["usage"]]
+    values = [int(o.usage[key]) for o in outcomes if o.usage and key in o.usage]
     return sum(values) if values else None
 
 
@@ -49,13 +60,14 @@ def ex_at_k(outcomes: Sequence[Outcome], samples: int) -> dict[str, float] | Non
     questions of the unbiased pass@k, with c = the samples right on every state. Questions
     without a ``samples`` list (e.g. a crashed worker) count as c = 0. None with one sample.
 
-    >>> ex_at_k([{"samples": [{"correct": True}, {"correct": False}]}], 2)
+    >>> from pytest_heron.scoring.outcome import Sample
+    >>> ex_at_k([Outcome("q", samples=(Sample(0, True, None, ""), Sample(1, False, None, "")))], 2)
     {'1': 50.0, '2': 100.0}
     """
     if samples < 2 or not outcomes:
         return None
     ks = sorted({1, samples} | {k for k in (5, 10, 20, 50, 100) if k < samples})
-    correct = [sum(bool(s.get("correct")) for s in o.get("samples") or []) for o in outcomes]
+    correct = [sum(s.correct for s in o.samples or ()) for o in outcomes]
     return {
         str(k): round(
             100.0 * sum(pass_at_k(samples, min(c, samples), k) for c in correct) / len(outcomes), 4
@@ -81,15 +93,97 @@ def cost_usd(
     return round(total / 1_000_000, 10)
 
 
+@dataclass(frozen=True)
+class Summary:
+    """Every metric of a run (the results file's ``metrics`` object). Shares are percentages;
+    a metric that does not apply is None."""
+
+    ex1: float | None = None
+    ex_multistate: float | None = None
+    ex_multistate_ci95: tuple[float, float] | None = None
+    ex_at_k: dict[str, float] | None = None
+    exact_match: float | None = None
+    ex_superset: float | None = None
+    ves: float | None = None
+    r_ves: float | None = None
+    soft_f1: float | None = None
+    set_recall: float | None = None
+    tokens_prompt: int | None = None
+    tokens_completion: int | None = None
+    tokens_per_q: float | None = None
+    cost_usd: float | None = None
+    errors: int = 0
+    latency_s_median: float | None = None
+    latency_s_p90: float | None = None
+    grade: float | None = None
+
+    def to_json(self) -> dict[str, JSON]:
+        out = asdict(self)
+        ci = out["ex_multistate_ci95"]
+        out["ex_multistate_ci95"] = None if ci is None else list(ci)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "metrics") -> Summary:
+        r = RecordReader(data, where)
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if f.name == "errors":
+                values[f.name] = r.integer(f.name, 0)
+            elif f.name in ("tokens_prompt", "tokens_completion"):
+                values[f.name] = r.opt_integer(f.name)
+            elif f.name == "ex_at_k":
+                at_k = r.counters(f.name)
+                values[f.name] = None if at_k is None else {k: float(v) for k, v in at_k.items()}
+            elif f.name == "ex_multistate_ci95":
+                ci = r.data.get(f.name)
+                if ci is not None and not (
+                    isinstance(ci, list)
+                    and len(ci) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in ci)
+                ):
+                    raise r.bad(f.name, "a pair of numbers or null")
+                values[f.name] = None if ci is None else (float(ci[0]), float(ci[1]))
+            else:
+                values[f.name] = r.opt_number(f.name)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """EX within one bucket of a breakdown (one shape, retrieval class, trap or join width)."""
+
+    n: int
+    ex1: float | None
+    ex_multistate: float | None
+    errors: int
+
+    def to_json(self) -> dict[str, JSON]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "bucket") -> Bucket:
+        r = RecordReader(data, where)
+        return cls(
+            n=r.integer("n"),
+            ex1=r.opt_number("ex1"),
+            ex_multistate=r.opt_number("ex_multistate"),
+            errors=r.integer("errors", 0),
+        )
+
+
+Breakdown = dict[str, dict[str, Bucket]]  # axis -> bucket name -> EX in that bucket
+
+
 def summary(
     outcomes: Sequence[Outcome],
     first_seed: int,
     *,
-    samples: int = 1,
     price: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Every key of the results file's ``metrics`` object."""
-    latencies = [o["latency_s"] for o in outcomes if o.get("latency_s") is not None]
+    samples: int = 1,
+) -> Summary:
+    """Every metric of the run."""
+    latencies = [o.latency_s for o in outcomes if o.latency_s is not None]
     prompt = _usage_sum(outcomes, "prompt_tokens")
     completion = _usage_sum(outcomes, "completion_tokens")
     tokens = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
@@ -97,33 +191,34 @@ def summary(
     ex = ex_multistate(outcomes)
     ves_score = ves(outcomes)
     tokens_per_q = None if tokens is None or not outcomes else tokens / n
-    errors = sum(o.get("error_kind") is not None for o in outcomes)
+    errors = sum(o.error_kind is not None for o in outcomes)
     latency = round(statistics.median(latencies), 6) if latencies else None
-    f1s = [float(o["soft_f1"]) if o.get("soft_f1") is not None else 0.0 for o in outcomes]
-    return {
-        "n": n,
-        "ex1": ex_first_state(outcomes, first_seed),
-        "ex_multistate": ex,
-        "ex_multistate_ci95": bootstrap_interval([bool(o["correct"]) for o in outcomes]),
-        "ex_at_k": ex_at_k(outcomes, samples),
-        "exact_match": _pct(sum(bool(o.get("exact_match")) for o in outcomes), n),
-        "ex_superset": _pct(sum(bool(o.get("correct_superset")) for o in outcomes), n),
-        "ves": ves_score,
-        "r_ves": r_ves(outcomes),
-        "soft_f1": None if not outcomes else round(100.0 * sum(f1s) / n, 4),
-        "set_recall": set_recall(outcomes),
-        "tokens_prompt": prompt,
-        "tokens_completion": completion,
-        "tokens_per_q": tokens_per_q,
-        "cost_usd": cost_usd(prompt, completion, price),
-        "errors": errors,
-        "latency_s_median": latency,
-        "latency_s_p90": _quantile(latencies, 0.9),
-        "grade": grade(ex, ves_score, tokens_per_q, errors, n, latency),
-    }
+    f1s = [o.soft_f1 if o.soft_f1 is not None else 0.0 for o in outcomes]
+    return Summary(
+        ex1=ex_first_state(outcomes, first_seed),
+        ex_multistate=ex,
+        ex_multistate_ci95=bootstrap_interval([o.correct for o in outcomes]),
+        ex_at_k=ex_at_k(outcomes, samples),
+        exact_match=_pct(sum(o.exact_match for o in outcomes), n),
+        ex_superset=_pct(sum(o.correct_superset for o in outcomes), n),
+        ves=ves_score,
+        r_ves=r_ves(outcomes),
+        soft_f1=None if not outcomes else round(100.0 * sum(f1s) / n, 4),
+        set_recall=set_recall(outcomes),
+        tokens_prompt=prompt,
+        tokens_completion=completion,
+        tokens_per_q=tokens_per_q,
+        cost_usd=cost_usd(prompt, completion, price),
+        errors=errors,
+        latency_s_median=latency,
+        latency_s_p90=_quantile(latencies, 0.9),
+        grade=grade(ex, ves_score, tokens_per_q, errors, n, latency),
+    )
 
 
-def _buckets(outcomes: Sequence[Outcome], keys_of: Any) -> dict[str, list[Outcome]]:
+def _buckets(
+    outcomes: Sequence[Outcome], keys_of: Callable[[Outcome], list[str]]
+) -> dict[str, list[Outcome]]:
     groups: dict[str, list[Outcome]] = {}
     for o in outcomes:
         for key in keys_of(o):
@@ -131,23 +226,23 @@ def _buckets(outcomes: Sequence[Outcome], keys_of: Any) -> dict[str, list[Outcom
     return {k: groups[k] for k in sorted(groups)}
 
 
-def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> dict[str, dict[str, Any]]:
+def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> Breakdown:
     """EX per shape, retrieval class, trap and join width (the number of gold tables)."""
-    axes: dict[str, Any] = {
-        "shape": lambda o: [o["shape"]],
-        "retrieval": lambda o: [o["retrieval"]],
-        "trap": lambda o: list(o.get("traps") or []),
-        "join_width": lambda o: [_width_bucket(len(o.get("gold_tables") or []))],
+    axes: dict[str, Callable[[Outcome], list[str]]] = {
+        "shape": lambda o: [o.shape],
+        "retrieval": lambda o: [o.retrieval],
+        "trap": lambda o: list(o.traps),
+        "join_width": lambda o: [_width_bucket(len(o.gold_tables))],
     }
-    out: dict[str, dict[str, Any]] = {}
+    out: Breakdown = {}
     for axis, keys_of in axes.items():
         out[axis] = {
-            bucket: {
-                "n": len(group),
-                "ex1": ex_first_state(group, first_seed),
-                "ex_multistate": ex_multistate(group),
-                "errors": sum(o.get("error_kind") is not None for o in group),
-            }
+            bucket: Bucket(
+                n=len(group),
+                ex1=ex_first_state(group, first_seed),
+                ex_multistate=ex_multistate(group),
+                errors=sum(o.error_kind is not None for o in group),
+            )
             for bucket, group in _buckets(outcomes, keys_of).items()
         }
     return out
@@ -173,10 +268,11 @@ def _quantile(values: Sequence[float], q: float) -> float | None:
 
 
 def error_kinds(outcomes: Iterable[Outcome]) -> dict[str, int]:
+    """How many questions failed for each error kind, by kind name."""
     counts: dict[str, int] = {}
     for o in outcomes:
-        kind = o.get("error_kind")
-        if kind:
+        if o.error_kind is not None:
+            kind = str(o.error_kind)
             counts[kind] = counts.get(kind, 0) + 1
     return dict(sorted(counts.items()))
 
@@ -201,10 +297,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def _timed_share(outcomes: Sequence[Outcome], credit: Callable[[float], float]) -> float | None:
     """``100/N * sum(1[correct] * credit(factor))`` over the questions whose times were measured
     (wrong answers count, with 0); ``factor`` is the stored ``sqrt(t_gold / t_pred)``."""
-    timed = [o for o in outcomes if o.get("ves") is not None or not o["correct"]]
+    timed = [o for o in outcomes if o.ves is not None or not o.correct]
     if not timed:
         return None
-    total = sum(credit(float(o["ves"])) for o in timed if o["correct"] and o.get("ves") is not None)
+    total = sum(credit(o.ves) for o in timed if o.correct and o.ves is not None)
     return round(100.0 * total / len(timed), 4)
 
 

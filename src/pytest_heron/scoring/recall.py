@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_heron.scoring.metrics import set_recall
+from pytest_heron.scoring.metrics import context_recall
 from pytest_heron.systems.retrieval.rankers import EmbeddingRanker, Ranker
 from pytest_heron.types import RETRIEVALS, Question
 
@@ -34,11 +34,8 @@ def recall_table(
             continue
         row: dict[str, Any] = {"retrieval": label, "n": len(group)}
         for k in ks:
-            outcomes = [
-                {"gold_tables": list(q.gold_tables), "tables_in_context": list(rankings[q.id][:k])}
-                for q in group
-            ]
-            row[f"at_{k}"] = set_recall(outcomes)
+            pairs = [(q.gold_tables, rankings[q.id][:k]) for q in group]
+            row[f"at_{k}"] = context_recall(pairs)
         rows.append(row)
     return rows
 

@@ -1,24 +1,32 @@
 """Answer and score one question: adapter -> prediction -> sandbox on every state -> compare.
 
-The outcome is a plain JSON-able dict (the ``questions`` entry of the results file), so it can
-travel on an xdist test report unchanged.
+The result is an :class:`~pytest_heron.scoring.outcome.Outcome`. Nothing the adapter or its SQL
+does makes :func:`score_question` raise: the adapter's faults, the prediction's and even an
+unexpected failure of the harness while scoring become the outcome's ``error_kind``, with the
+prediction, its billed usage and its latency kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import threading
 import time
+import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import compare, sandbox
-from pytest_heron.errors import AdapterError, InvalidPrediction
+from pytest_heron.errors import AdapterError, ErrorKind, InvalidPrediction
 from pytest_heron.scoring import similarity
+from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.systems.registry import to_prediction
 from pytest_heron.types import Adapter, Prediction, Question
+
+TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
+VES_FACTOR_CAP = 2.0  # sqrt(t_gold / t_pred) counts at most this much (4x faster than gold)
 
 
 @dataclass(frozen=True)
@@ -61,9 +69,17 @@ def _call_with_deadline(adapter: Adapter, q: Question, timeout_s: float, sample:
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise AdapterTimeout(f"the adapter did not answer within {timeout_s:g}s")
+        raise AdapterTimeout(
+            f"the adapter did not answer within {timeout_s:g}s (--heron-timeout); its call was "
+            "abandoned"
+        )
     if "error" in box:
-        raise box["error"]
+        error = box["error"]
+        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: the adapter's own
+            raise AdapterError(
+                f"the adapter raised {type(error).__name__}: {error}".rstrip(": ")
+            ) from None
+        raise error
     return box.get("value")
 
 
@@ -78,46 +94,28 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def _adapter_failure(exc: Exception) -> tuple[str, str]:
+def _counters(value: Any) -> dict[str, int | float] | None:
+    """Billed usage as counters: the numeric, finite, non-negative entries of a mapping."""
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, int | float] = {}
+    for key, v in value.items():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0:
+            out[str(key)] = v
+    return out or None
+
+
+def _adapter_failure(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind and message of an adapter that did not produce a usable prediction."""
     if isinstance(exc, AdapterTimeout):
-        return "adapter_timeout", str(exc)
+        return ErrorKind.ADAPTER_TIMEOUT, str(exc)
     if isinstance(exc, InvalidPrediction):
-        return "invalid_prediction", str(exc)
+        return ErrorKind.INVALID_PREDICTION, str(exc)
     if isinstance(exc, AdapterError):
-        return "adapter_error", str(exc)
+        return ErrorKind.ADAPTER_ERROR, str(exc)
     if isinstance(exc, TimeoutError):
-        return "adapter_timeout", str(exc) or "the adapter timed out"
-    return "adapter_error", f"{type(exc).__name__}: {exc}"
-
-
-def _usage_of(exc: BaseException) -> Any:
-    """What a failed adapter billed before failing, when it says so (an LLM adapter attaches
-    its meter's usage to the error as ``usage``)."""
-    return _plain(getattr(exc, "usage", None))
-
-
-def new_outcome(q: Question) -> dict[str, Any]:
-    return {
-        "id": q.id,
-        "shape": q.shape,
-        "retrieval": q.retrieval,
-        "traps": list(q.traps),
-        "gold_tables": list(q.gold_tables),
-        "correct": False,
-        "correct_by_state": {},
-        "error_kind": None,
-        "error": None,
-        "reason": None,
-        "pred_sql": None,
-        "tables_in_context": None,
-        "usage": None,
-        "latency_s": None,
-        "ves": None,
-        "soft_f1": None,
-        "exact_match": False,
-        "correct_superset": False,
-    }
+        return ErrorKind.ADAPTER_TIMEOUT, str(exc) or "the adapter timed out"
+    return ErrorKind.ADAPTER_ERROR, f"{type(exc).__name__}: {exc}"
 
 
 def score_question(
@@ -127,19 +125,20 @@ def score_question(
     *,
     adapter_timeout: float,
     statement_timeout: float,
-    time_runs: int = 5,
+    time_runs: int = TIME_RUNS,
     samples: int = 1,
-) -> dict[str, Any]:
-    """Run the adapter on ``q`` and score its SQL on every state. Never raises for the
-    prediction's or the adapter's faults: they become the outcome's ``error_kind``.
+) -> Outcome:
+    """Run the adapter on ``q`` and score its SQL on every state. Never raises.
 
     With ``samples`` > 1 the adapter answers ``samples`` times; the outcome's own fields describe
     sample 0 (EX@1, VES and Soft-F1 use it), ``samples`` lists every sample's SQL and correctness
     (for EX@k), and ``usage`` is summed over all samples, since every sample was billed."""
     gold_rows: dict[int, Any] = {}
     with_index = samples > 1 and accepts_sample(adapter)
-    every = [
-        _score_sample(
+    every: list[Outcome] = []
+    scored_rows: list[Any] = []
+    for i in range(samples):
+        out, rows = _score_sample(
             adapter,
             q,
             states,
@@ -148,36 +147,34 @@ def score_question(
             statement_timeout,
             sample=i if with_index else None,
         )
-        for i in range(samples)
-    ]
+        every.append(out)
+        scored_rows.append(rows)
     first = every[0]
-    if first["correct"] and time_runs:
-        first["ves"] = _efficiency(
-            states[0], q.gold_sql, first["pred_sql"], statement_timeout, time_runs
-        )
+    if first.correct and time_runs and first.pred_sql is not None:
+        try:
+            factor = _efficiency(
+                states[0], q, first.pred_sql, scored_rows[0], statement_timeout, time_runs
+            )
+        except Exception:  # timing is a bonus: a failure costs VES, never the record
+            factor = None
+        first = dataclasses.replace(first, ves=factor)
     if samples > 1:
-        first["samples"] = [
-            {
-                "sample": i,
-                "correct": o["correct"],
-                "error_kind": o["error_kind"],
-                "pred_sql": o["pred_sql"],
-            }
-            for i, o in enumerate(every)
-        ]
-        first["usage"] = _sum_usage([o["usage"] for o in every])
+        first = dataclasses.replace(
+            first,
+            samples=tuple(
+                Sample(i, o.correct, o.error_kind, o.pred_sql) for i, o in enumerate(every)
+            ),
+            usage=_sum_usage([o.usage for o in every]),
+        )
     return first
 
 
-def _sum_usage(usages: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
-    """Numeric usage counters summed over samples (non-numeric entries keep the first value)."""
-    total: dict[str, Any] = {}
+def _sum_usage(usages: Sequence[Mapping[str, int | float] | None]) -> dict[str, int | float] | None:
+    """Usage counters summed over samples."""
+    total: dict[str, int | float] = {}
     for usage in usages:
         for key, value in (usage or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                total[key] = total.get(key, 0) + value
-            else:
-                total.setdefault(key, value)
+            total[key] = total.get(key, 0) + value
     return total or None
 
 
@@ -195,76 +192,116 @@ def _score_sample(
     statement_timeout: float,
     *,
     sample: int | None,
-) -> dict[str, Any]:
-    """One answer from the adapter, scored on every state (gold results cached across samples)."""
-    out = new_outcome(q)
+) -> tuple[Outcome, Any]:
+    """One answer from the adapter, scored on every state (gold results cached across samples).
+    Returns the outcome and the prediction's rows on the first state (for timing)."""
+    out = Outcome.blank(q)
     started = time.perf_counter()
     try:
         raw = _call_with_deadline(adapter, q, adapter_timeout, sample)
         pred: Prediction = to_prediction(raw)
     except Exception as exc:
         kind, message = _adapter_failure(exc)
-        out.update(error_kind=kind, error=message, usage=_usage_of(exc))
-        return out
-    finally:
-        out["latency_s"] = round(time.perf_counter() - started, 6)
-    out["pred_sql"] = pred.sql
-    out["tables_in_context"] = _plain(pred.tables_in_context)
-    out["usage"] = _plain(pred.usage)
-    out["exact_match"] = similarity.exact_match(q.gold_sql, pred.sql)
+        latency = round(time.perf_counter() - started, 6)
+        usage = _counters(_plain(getattr(exc, "usage", None)))
+        return out.failed(kind, message, usage=usage, latency_s=latency), None
+    tables = _plain(pred.tables_in_context)
+    out = dataclasses.replace(
+        out,
+        pred_sql=pred.sql,
+        tables_in_context=None if tables is None else tuple(str(t) for t in tables),
+        usage=_counters(_plain(pred.usage)),
+        latency_s=round(time.perf_counter() - started, 6),
+    )
+    try:
+        return _run_on_states(out, q, pred.sql, states, gold_rows, statement_timeout)
+    except Exception as exc:  # the harness's own failure: this question's outcome, not a crash
+        where = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return out.failed(ErrorKind.INFRA_CRASH, f"scoring failed: {where}"[:2000]), None
+
+
+def _run_on_states(
+    out: Outcome,
+    q: Question,
+    sql: str,
+    states: Sequence[StateRef],
+    gold_rows: dict[int, Any],
+    statement_timeout: float,
+) -> tuple[Outcome, Any]:
+    exact = similarity.exact_match(q.gold_sql, sql)
+    out = dataclasses.replace(out, exact_match=exact)
     keys = compare.order_keys(q.gold_sql)
     reasons = []
+    verdicts: dict[str, bool] = {}
     superset_all = True
+    soft_f1: float | None = None
+    first_rows: Any = None
     for i, state in enumerate(states):
+        seed = str(state.seed)
         if state.seed not in gold_rows:
             gold = sandbox.execute(
                 state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
             )
             if not gold.ok:
-                out.update(
-                    error_kind="infra_crash",
-                    error=f"the gold SQL failed on seed {state.seed}: {gold.error}",
-                )
-                out["correct_by_state"][str(state.seed)] = False
-                return out
+                verdicts[seed] = False
+                return out.failed(
+                    ErrorKind.INFRA_CRASH,
+                    f"the gold SQL failed on seed {state.seed}: {gold.error} (the state may be "
+                    "damaged: rebuild it with `heron seed --replace`, or run "
+                    "`python -m pytest_heron.audit`)",
+                    correct_by_state=verdicts,
+                ), None
             gold_rows[state.seed] = gold.rows
-        got = sandbox.execute(state.reader_dsn, pred.sql, timeout_s=statement_timeout)
+        got = sandbox.execute(state.reader_dsn, sql, timeout_s=statement_timeout)
         if not got.ok:
-            out.update(error_kind=got.error_kind, error=got.error)
-            out["correct_by_state"][str(state.seed)] = False
-            return out
+            verdicts[seed] = False
+            kind = ErrorKind(got.error_kind) if got.error_kind else ErrorKind.DB_ERROR
+            return out.failed(kind, got.error or "", correct_by_state=verdicts), None
         result = compare.compare(gold_rows[state.seed], got.rows, order=keys)
-        out["correct_by_state"][str(state.seed)] = result.equal
+        verdicts[seed] = result.equal
         superset_ok = result.equal or (
             _wider(got.rows, gold_rows[state.seed])
             and compare.compare(gold_rows[state.seed], got.rows, order=keys, superset=True).equal
         )
         superset_all = superset_all and superset_ok
         if i == 0:
-            out["soft_f1"] = round(similarity.soft_f1(gold_rows[state.seed], got.rows), 6)
+            soft_f1 = round(similarity.soft_f1(gold_rows[state.seed], got.rows), 6)
+            first_rows = got.rows
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")
-    out["correct"] = bool(states) and all(out["correct_by_state"].values())
-    out["correct_superset"] = bool(states) and superset_all
-    if reasons:
-        out["reason"] = "\n".join(reasons)
-    return out
+    done = dataclasses.replace(
+        out,
+        correct=bool(states) and all(verdicts.values()),
+        correct_by_state=verdicts,
+        correct_superset=bool(states) and superset_all,
+        soft_f1=soft_f1,
+        reason="\n".join(reasons) if reasons else None,
+    )
+    return done, first_rows
 
 
 def _efficiency(
-    state: StateRef, gold_sql: str, pred_sql: str, timeout_s: float, runs: int
+    state: StateRef, q: Question, pred_sql: str, scored: Any, timeout_s: float, runs: int
 ) -> float | None:
-    """``sqrt(t_gold / t_pred)`` with each time the minimum of ``runs`` executions after one
-    warm-up, gold and prediction interleaved on the first state (server-side execution time)."""
-    best = {"gold": float("inf"), "pred": float("inf")}
+    """``min(VES_FACTOR_CAP, sqrt(t_gold / t_pred))`` on the first state, or None.
+
+    Each time is the minimum wall clock of ``runs`` full executions (connect, run, fetch every
+    row: the same executor and path that scored the answer) after one warm-up, gold and
+    prediction interleaved. Every timed run of the prediction must return the rows that were
+    scored; one that does not (a query that behaves differently when run again) gets no VES."""
+    best = {"gold": math.inf, "pred": math.inf}
+    keys = compare.order_keys(q.gold_sql)
     for attempt in range(runs + 1):
-        for side, dsn, text in (
-            ("gold", state.admin_dsn, gold_sql),
-            ("pred", state.reader_dsn, pred_sql),
-        ):
-            ms = sandbox.execution_ms(dsn, text, timeout_s=timeout_s)
-            if ms is None:
+        for side in ("gold", "pred"):
+            if side == "gold":
+                got = sandbox.execute(state.admin_dsn, q.gold_sql, timeout_s=timeout_s, guard=False)
+            else:
+                got = sandbox.execute(state.reader_dsn, pred_sql, timeout_s=timeout_s)
+                if got.ok and not compare.compare(scored, got.rows, order=keys).equal:
+                    return None
+            if not got.ok:
                 return None
             if attempt > 0:
-                best[side] = min(best[side], ms)
-    return round(math.sqrt(max(best["gold"], 1e-3) / max(best["pred"], 1e-3)), 6)
+                best[side] = min(best[side], got.seconds)
+    ratio = max(best["gold"], 1e-6) / max(best["pred"], 1e-6)
+    return round(min(VES_FACTOR_CAP, math.sqrt(ratio)), 6)

@@ -22,7 +22,7 @@ from typing import Any
 from pytest_heron import sandbox
 from pytest_heron.dataset.catalogue import first_sentence, parse_ddl
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import MeteredAdapter, time_limits
+from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
     Meter,
@@ -130,7 +130,10 @@ class AgentAdapter(MeteredAdapter):
         self.system = AGENT_SYSTEM.format(schemas=schemas, tables=tables)
         self.known = frozenset(ctx.tables)
         self.dsn = ctx.dsn
-        self.time_limit, self.statement_timeout = time_limits(ctx)
+        self.time_limit, self.statement_timeout = (
+            ctx.limits.timeout_s,
+            ctx.limits.statement_timeout_s,
+        )
 
     def answer(self, q: Question, sample: int, meter: Meter) -> Prediction:
         if self.client is None:

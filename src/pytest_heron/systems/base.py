@@ -12,14 +12,9 @@ if TYPE_CHECKING:
 
 
 def time_limits(ctx: BenchmarkContext) -> tuple[float, float]:
-    """The per-question time limit (``--heron-timeout``, 120 s when absent) and the per-statement
-    limit (``--heron-statement-timeout``, 30 s when absent) from ``ctx.options``."""
-    timeout = ctx.options.get("timeout")
-    statement = ctx.options.get("statement_timeout")
-    return (
-        float(timeout) if timeout is not None else 120.0,
-        float(statement) if statement is not None else 30.0,
-    )
+    """``(ctx.limits.timeout_s, ctx.limits.statement_timeout_s)``: kept for adapters written
+    against the first public API; new code reads ``ctx.limits`` directly."""
+    return ctx.limits.timeout_s, ctx.limits.statement_timeout_s
 
 
 class MeteredAdapter:

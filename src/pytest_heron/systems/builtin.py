@@ -38,12 +38,11 @@ class CliAdapter:
         self.dsn = ""
 
     def prepare(self, ctx: BenchmarkContext) -> None:
-        cmd = ctx.options.get("cli_cmd")
+        cmd = ctx.cli_cmd
         if not cmd:
             raise AdapterError("the cli adapter needs --heron-cli-cmd (the command to run)")
         self.command = shlex.split(str(cmd))
-        timeout = ctx.options.get("timeout")
-        self.timeout = float(timeout) if timeout is not None else None
+        self.timeout = ctx.limits.timeout_s
         self.dsn = ctx.dsn
 
     def generate(self, q: Question) -> Any:

@@ -20,7 +20,7 @@ from typing import Any
 from pytest_heron import sandbox
 from pytest_heron.errors import AdapterError
 from pytest_heron.options import STRATEGIES
-from pytest_heron.systems.base import MeteredAdapter, time_limits
+from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
     Meter,
@@ -121,7 +121,7 @@ class RawLLMAdapter(MeteredAdapter):
         self.statement_timeout = 30.0
 
     def prepare(self, ctx: BenchmarkContext) -> None:
-        strategy = str(ctx.options.get("strategy") or "zero-shot")
+        strategy = ctx.llm.strategy
         if strategy not in STRATEGIES:
             raise AdapterError(f"--heron-strategy: unknown strategy {strategy!r}")
         self.strategy = strategy
@@ -129,7 +129,14 @@ class RawLLMAdapter(MeteredAdapter):
         self.system = RAW_SYSTEM.format(rules=RULES, ddl=ctx.schema_ddl.strip())
         self.tables = sorted(ctx.tables)
         self.dsn = ctx.dsn
-        self.time_limit, self.statement_timeout = time_limits(ctx)
+        self.time_limit, self.statement_timeout = (
+            ctx.limits.timeout_s,
+            ctx.limits.statement_timeout_s,
+        )
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, str]:
+        """What this adapter adds to the run's conditions: the prompting strategy."""
+        return {"strategy": ctx.llm.strategy}
 
     @property
     def few_shot(self) -> bool:

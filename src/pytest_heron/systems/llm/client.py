@@ -7,7 +7,7 @@ metered the same way.
 Public API (stable; adapters in other modules build on it):
 
 - :class:`LLMConfig` -- endpoint, model, temperature, per-request timeout, retry policy, key.
-  ``LLMConfig.from_options(ctx.options)`` reads the ``--heron-*`` options.
+  ``LLMConfig.from_context(ctx)`` reads the ``--heron-*`` options from the context.
 - :class:`ChatClient` -- ``client.chat(messages, tools=None, question_id=..., sample=0,
   meter=..., deadline=..., params=None)`` returns a :class:`ChatReply`. ``client_for(ctx, name,
   version)`` builds one from a :class:`~pytest_heron.types.BenchmarkContext`.
@@ -32,7 +32,7 @@ A typical adapter::
 
     def prepare(self, ctx):
         self.client = client_for(ctx, self.name, self.version)
-        self.limit = ctx.options.get("timeout")
+        self.limit = ctx.limits.timeout_s
 
     def generate(self, q, sample=0):
         meter, deadline = Meter(), deadline_after(self.limit)
@@ -141,26 +141,23 @@ class LLMConfig:
     api_key: str = field(default_factory=api_key, repr=False)
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any], **overrides: Any) -> LLMConfig:
-        """Build from ``BenchmarkContext.options``; raise AdapterError when the model is missing
-        or (online) the endpoint is."""
-        model = options.get("model")
-        if not model:
+    def from_context(cls, ctx: BenchmarkContext, **overrides: Any) -> LLMConfig:
+        """Build from ``ctx.llm`` and ``ctx.limits``; raise AdapterError when the model is
+        missing or (online) the endpoint is."""
+        llm = ctx.llm
+        if not llm.model:
             raise AdapterError("LLM adapters need --heron-model (the model name to ask)")
-        endpoint = options.get("endpoint")
-        if not endpoint and not options.get("offline"):
+        if not llm.endpoint and not llm.offline:
             raise AdapterError(
                 "LLM adapters need --heron-endpoint (an OpenAI-compatible base URL such as "
                 "https://api.openai.com/v1), or --heron-offline to replay from the cache"
             )
-        timeout = options.get("timeout")
         values: dict[str, Any] = {
-            "endpoint": str(endpoint) if endpoint else None,
-            "model": str(model),
-            "temperature": float(options.get("temperature") or 0.0),
+            "endpoint": llm.endpoint,
+            "model": llm.model,
+            "temperature": llm.temperature,
+            "timeout_s": ctx.limits.timeout_s,
         }
-        if timeout is not None:
-            values["timeout_s"] = float(timeout)
         values.update(overrides)
         return cls(**values)
 
@@ -572,18 +569,17 @@ def _error_message(exc: Any) -> str:
 def client_for(
     ctx: BenchmarkContext, adapter: str, adapter_version: str | None, **overrides: Any
 ) -> ChatClient:
-    """The client an adapter uses: options from ``ctx.options`` (``--heron-endpoint``,
-    ``--heron-model``, ``--heron-temperature``, ``--heron-timeout``, ``--heron-cache``,
-    ``--heron-offline``); ``overrides`` replace :class:`LLMConfig` fields."""
-    options = ctx.options
-    config = LLMConfig.from_options(options, **overrides)
-    path = options.get("llm_cache")
+    """The client an adapter uses, from ``ctx.llm`` (``--heron-endpoint``, ``--heron-model``,
+    ``--heron-temperature``, ``--heron-cache``, ``--heron-offline``) and ``ctx.limits``
+    (``--heron-timeout``); ``overrides`` replace :class:`LLMConfig` fields."""
+    config = LLMConfig.from_context(ctx, **overrides)
+    path = ctx.llm.cache_path
     cache = ResponseCache(Path(path) if path else default_cache_path())
     return ChatClient(
         config,
         adapter=adapter,
         adapter_version=adapter_version,
         cache=cache,
-        offline=bool(options.get("offline")),
-        data_version=options.get("data_version"),
+        offline=ctx.llm.offline,
+        data_version=ctx.data_version or None,
     )

@@ -36,7 +36,7 @@ import time
 
 from pytest_heron.dataset.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import MeteredAdapter, time_limits
+from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import ChatClient, Meter, client_for, extract_sql
 from pytest_heron.systems.tools.common import (
     FALLBACK_TABLES,
@@ -181,7 +181,7 @@ class DinSqlAdapter(MeteredAdapter):
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)
-        self.timeout = time_limits(ctx)[0]
+        self.timeout = ctx.limits.timeout_s
         self.tables = schema_model(ctx.schema_ddl)
         self.chunks = table_chunks(ctx.schema_ddl)
         self.index = LexicalIndex(self.chunks.values())

@@ -28,7 +28,6 @@ import re
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import time_limits
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
 from pytest_heron.systems.tools.common import (
     LLMProxy,
@@ -123,7 +122,7 @@ class LangChainAdapter:
         sqlalchemy = require("sqlalchemy", adapter="langchain", extra="langchain")
         database_class = _database_class()
         client = client_for(ctx, self.name, self.version)
-        self.timeout = time_limits(ctx)[0]
+        self.timeout = ctx.limits.timeout_s
         self.proxy = LLMProxy(client)
         llm = lc_openai.ChatOpenAI(
             model=client.config.model,

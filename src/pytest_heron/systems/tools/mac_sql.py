@@ -38,7 +38,7 @@ from typing import Any
 from pytest_heron import sandbox
 from pytest_heron.dataset.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import MeteredAdapter, time_limits
+from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import ChatClient, Meter, client_for, extract_sql
 from pytest_heron.systems.tools.common import (
     FALLBACK_TABLES,
@@ -183,7 +183,7 @@ class MacSqlAdapter(MeteredAdapter):
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)
-        self.timeout, self.statement_timeout = time_limits(ctx)
+        self.timeout, self.statement_timeout = ctx.limits.timeout_s, ctx.limits.statement_timeout_s
         self.dsn = ctx.dsn
         self.tables = schema_model(ctx.schema_ddl)
         chunks = table_chunks(ctx.schema_ddl)

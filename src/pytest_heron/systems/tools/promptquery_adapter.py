@@ -33,7 +33,6 @@ import sys
 from typing import Any
 
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import time_limits
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, attach_usage, client_for
 from pytest_heron.systems.tools.common import LLMProxy, Recording, require
 from pytest_heron.types import BenchmarkContext, Prediction, Question
@@ -101,7 +100,7 @@ class PromptQueryAdapter:
             "promptquery.safety", adapter="promptquery", extra="promptquery"
         ).validate_select_only
         client = client_for(ctx, self.name, self.version)
-        self.timeout = time_limits(ctx)[0]
+        self.timeout = ctx.limits.timeout_s
         self.proxy = LLMProxy(client)
         spec = f"openai/{client.config.model}"
         self.command = [sys.executable, "-m", "promptquery", "--out", "json"]

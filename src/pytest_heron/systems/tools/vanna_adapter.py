@@ -32,7 +32,6 @@ from typing import Any
 
 from pytest_heron.dataset.catalogue import parse_ddl
 from pytest_heron.errors import AdapterError
-from pytest_heron.systems.base import time_limits
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
 from pytest_heron.systems.tools.common import (
     LexicalIndex,
@@ -136,7 +135,7 @@ class VannaAdapter:
         cls = _vanna_class()
         openai = require("openai", adapter="vanna", extra="vanna")
         llm = client_for(ctx, self.name, self.version)
-        self.timeout = time_limits(ctx)[0]
+        self.timeout = ctx.limits.timeout_s
         self.proxy = LLMProxy(llm)
         client = openai.OpenAI(
             base_url=self.proxy.url, api_key=PLACEHOLDER_KEY, max_retries=0, timeout=self.timeout
@@ -148,7 +147,7 @@ class VannaAdapter:
         }
         self.vn = cls(client, config)
         self.dsn = ctx.dsn
-        self.statement_timeout = time_limits(ctx)[1]
+        self.statement_timeout = ctx.limits.statement_timeout_s
         self.vn.run_sql = self._run_sql
         self.vn.run_sql_is_set = True
         # vn.train(ddl=...) is add_ddl(...) after printing the whole DDL; call it directly

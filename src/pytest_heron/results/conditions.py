@@ -1,0 +1,109 @@
+"""What a run ran on: the :class:`Conditions` record.
+
+Built once by the run (:mod:`pytest_heron.run`) after the states exist, sent to xdist workers,
+written at the top of the results file and printed as the summary's first line. The fields
+marked ``identity`` are what must be equal for a journal to be resumed (:meth:`fingerprint`);
+the others describe the machine and the moment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_heron.records import JSON, RecordReader
+
+_IDENTITY = {"identity": True}
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """The conditions of one run. ``adapter_conditions`` is what the adapter says about itself
+    (for example the raw-llm adapter's ``strategy``): the harness records it without knowing
+    any adapter by name."""
+
+    adapter: str = field(metadata=_IDENTITY)
+    adapter_version: str | None = field(default=None, metadata=_IDENTITY)
+    scale: str = field(default="small", metadata=_IDENTITY)
+    seeds: tuple[int, ...] = field(default=(), metadata=_IDENTITY)
+    states: int = 1
+    model: str | None = field(default=None, metadata=_IDENTITY)
+    temperature: float = field(default=0.0, metadata=_IDENTITY)
+    samples: int = field(default=1, metadata=_IDENTITY)
+    adapter_conditions: dict[str, str | int | float | bool | None] = field(
+        default_factory=dict, metadata=_IDENTITY
+    )
+    price: dict[str, Any] | None = None
+    n_questions: int | None = None
+    tables: int | None = None
+    schemas: int | None = None
+    rows: int | None = None
+    backend: str | None = None
+    postgres_version: str | None = None
+    heron_version: str | None = field(default=None, metadata=_IDENTITY)
+    data_version: str | None = field(default=None, metadata=_IDENTITY)
+    questions_digest: str | None = field(default=None, metadata=_IDENTITY)
+    sqlglot_version: str | None = None
+    psycopg_version: str | None = None
+    started_at: str | None = None
+    machine: str | None = None
+
+    def fingerprint(self) -> dict[str, JSON]:
+        """What must be equal for a journal to be resumed. The adapter's own conditions are
+        flattened in (``strategy`` and so on) and the question digest is named ``questions``,
+        so journals written before these records existed compare the same way."""
+        out: dict[str, JSON] = {}
+        for f in dataclasses.fields(self):
+            if not f.metadata.get("identity"):
+                continue
+            value = self.to_json()[f.name]
+            if f.name == "adapter_conditions":
+                out.update(value)
+            elif f.name == "questions_digest":
+                out["questions"] = value
+            else:
+                out[f.name] = value
+        return out
+
+    def to_json(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "conditions") -> Conditions:
+        """Read conditions back, checking every field's type (the results file may come from
+        elsewhere). Unknown keys are ignored: a newer heron may record more."""
+        r = RecordReader(data, where)
+        price = r.data.get("price")
+        if price is not None and not isinstance(price, dict):
+            raise r.bad("price", "an object or null")
+        temperature = r.opt_number("temperature")
+        return cls(
+            adapter=r.text("adapter"),
+            adapter_version=r.opt_text("adapter_version"),
+            scale=r.text("scale"),
+            seeds=r.integers("seeds"),
+            states=r.integer("states", 1, low=1),
+            model=r.opt_text("model"),
+            temperature=0.0 if temperature is None else temperature,
+            samples=r.integer("samples", 1, low=1),
+            adapter_conditions=r.scalars("adapter_conditions"),
+            price=price,
+            n_questions=r.opt_integer("n_questions"),
+            tables=r.opt_integer("tables"),
+            schemas=r.opt_integer("schemas"),
+            rows=r.opt_integer("rows"),
+            backend=r.opt_text("backend"),
+            postgres_version=r.opt_text("postgres_version"),
+            heron_version=r.opt_text("heron_version"),
+            data_version=r.opt_text("data_version"),
+            questions_digest=r.opt_text("questions_digest"),
+            sqlglot_version=r.opt_text("sqlglot_version"),
+            psycopg_version=r.opt_text("psycopg_version"),
+            started_at=r.opt_text("started_at"),
+            machine=r.opt_text("machine"),
+        )

@@ -183,3 +183,18 @@ def test_price_table_lookup_and_validation(tmp_path: Any) -> None:
             load_prices(path)
     with pytest.raises(ConfigError, match="cannot read"):
         load_prices(tmp_path / "missing.yaml")
+
+
+@given(
+    ex=st.floats(0, 100),
+    ves=st.one_of(st.none(), st.floats(0, 200)),
+    tokens=st.one_of(st.none(), st.floats(0, 1e7)),
+    n=st.integers(1, 200),
+    errors=st.integers(0, 200),
+    latency=st.one_of(st.none(), st.floats(0, 1e4)),
+)
+def test_the_grade_is_at_most_100_whatever_the_parts(
+    ex: float, ves: float | None, tokens: float | None, n: int, errors: int, latency: float | None
+) -> None:
+    value = metrics.grade(ex, ves, tokens, min(errors, n), n, latency)
+    assert value is not None and 0.0 <= value <= 100.0

@@ -96,3 +96,37 @@ def test_empty_folder_and_missing_folder(tmp_path: Path) -> None:
         load_questions(tmp_path)
     with pytest.raises(QuestionFileError, match="is not a folder"):
         load_questions(tmp_path / "nope")
+
+
+_ONE = (
+    "id: q1\nquestion: How many tenants?\ngold_sql: SELECT count(*) FROM core.tenants\n"
+    "gold_tables: [core.tenants]\nshape: single\nretrieval: named\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        (_ONE.replace("id: q1", 'id: "q1\\n"'), "field 'id': must match"),
+        (_ONE + "shape: join\n", "duplicate key 'shape'"),
+        ("a: &a [x, x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n", "aliases (*name) are not"),
+        (_ONE + "1: x\n", "field '1': unknown field"),
+        (_ONE.replace("shape: single", "shape: " + "s" * 5000), "got 'sss"),
+        ("x" * 1_000_001, "is larger than 1,000,000 bytes"),
+    ],
+    ids=["trailing-newline-id", "duplicate-key", "alias-bomb", "int-key", "huge-value", "huge"],
+)
+def test_broken_question_files_get_one_short_sentence(
+    tmp_path: Path, text: str, problem: str
+) -> None:
+    (tmp_path / "x.yaml").write_text(text)
+    with pytest.raises(QuestionFileError) as info:
+        load_questions(tmp_path)
+    message = str(info.value)
+    assert problem in message and len(message) < 400
+
+
+def test_a_broken_link_is_a_question_file_error(tmp_path: Path) -> None:
+    (tmp_path / "x.yaml").symlink_to(tmp_path / "missing.yaml")
+    with pytest.raises(QuestionFileError, match="cannot be read"):
+        load_questions(tmp_path)

@@ -7,6 +7,7 @@ which wins over the environment (only ``HERON_DSN``), which wins over the defaul
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -201,8 +202,10 @@ def _raw(getoption: Callable[[str], Any], getini: Callable[[str], Any], opt: Opt
 def _number(name: str, value: Any, kind: type, *, minimum: float | None = None) -> Any:
     try:
         number = kind(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ConfigError(f"--{name}: expected a number, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ConfigError(f"--{name}: expected a finite number, got {value!r}")
     if minimum is not None and number < minimum:
         raise ConfigError(f"--{name}: must be at least {minimum}, got {value!r}")
     return number
@@ -233,9 +236,9 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         states=_number("heron-states", raw["heron-states"], int, minimum=1),
         backend=backend,
         dsn=dsn,
-        questions=Path(questions) if questions else None,
-        output=Path(output) if output else None,
-        report=Path(raw["heron-report"]) if raw["heron-report"] else None,
+        questions=_absolute(questions),
+        output=_absolute(output),
+        report=_absolute(raw["heron-report"]),
         timeout=_number("heron-timeout", raw["heron-timeout"], float, minimum=0.001),
         statement_timeout=_number(
             "heron-statement-timeout", raw["heron-statement-timeout"], float, minimum=0.001
@@ -247,9 +250,9 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
         samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
         strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
-        cache=Path(raw["heron-cache"]) if raw["heron-cache"] else None,
+        cache=_absolute(raw["heron-cache"]),
         offline=_flag("heron-offline", raw["heron-offline"]),
-        prices=Path(raw["heron-prices"]) if raw["heron-prices"] else None,
+        prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
     )
 
@@ -261,3 +264,9 @@ def _flag(name: str, value: Any) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"--{name}: expected true or false, got {value!r}")
+
+
+def _absolute(value: Any) -> Path | None:
+    """An option's path made absolute once, when the options are read: an adapter that changes
+    the working directory later cannot move where results go."""
+    return Path(value).expanduser().absolute() if value else None

@@ -182,6 +182,12 @@ class HeronPlugin:
             )
         if self.run.resumed:
             tr.write_line(f"resumed: {len(self.run.resumed)} questions taken from the journal")
+        if self.run.dropped:
+            tr.write_line(
+                f"journal: {len(self.run.dropped)} record(s) were not valid outcomes and their "
+                f"questions were asked again: {' '.join(self.run.dropped)}",
+                yellow=True,
+            )
         if self.run.settings.output is not None:
             tr.write_line(f"results written to {self.run.settings.output}")
         if self.run.settings.report is not None:

@@ -29,11 +29,12 @@ from pytest_heron import __version__
 from pytest_heron.database.server import Server, choose, start
 from pytest_heron.database.states import State, ensure_state
 from pytest_heron.dataset.questions import load_questions
-from pytest_heron.errors import AdapterError, ErrorKind, ResultsFileError
+from pytest_heron.errors import AdapterError, ErrorKind, HeronError, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document, write_results
+from pytest_heron.results.files import check_writable
 from pytest_heron.results.journal import Journal, journal_path
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
@@ -73,6 +74,10 @@ class HeronRun:
         self.probe = make_adapter(settings.adapter or "", hook)  # fail fast on an unknown name
         self.adapter_version = getattr(self.probe, "version", None)
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast too
+        if settings.output is not None:
+            check_writable(settings.output, "--heron-output")
+        if settings.report is not None:
+            check_writable(settings.report, "--heron-report", folder=True)
         self.server: Server | None = None
         self.states: list[StateRef] = []
         self.conditions: Conditions | None = None
@@ -96,9 +101,36 @@ class HeronRun:
             for seed in s.seeds
         ]
         self.states = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
+        self._check_gold()
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
             self._open_journal()
+
+    def _check_gold(self) -> None:
+        """Every gold query plans on every state (``EXPLAIN``, nothing executed), so a question
+        set or a state that cannot work fails once, before the first question, not 100 times."""
+        problems: list[str] = []
+        limit = max(1, int(self.settings.statement_timeout * 1000))
+        for state in self.states:
+            with psycopg.connect(state.admin_dsn, autocommit=False) as conn:
+                conn.read_only = True
+                for q in self.questions.values():
+                    try:
+                        conn.execute(f"SET LOCAL statement_timeout = {limit}")
+                        conn.execute("EXPLAIN " + q.gold_sql.strip().rstrip(";"))
+                    except psycopg.Error as exc:
+                        first = (exc.diag.message_primary or str(exc)).strip()[:200]
+                        problems.append(f"{q.id} on seed {state.seed}: {first}")
+                    conn.rollback()
+        if problems:
+            shown = "; ".join(problems[:5]) + (
+                f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
+            )
+            raise HeronError(
+                f"the gold SQL of {len(problems)} question(s) does not run: {shown}. Check the "
+                "question files (python -m pytest_heron.audit), or rebuild the states "
+                "(heron seed --replace)."
+            )
 
     def _conditions(self, backend: str, first: State) -> Conditions:
         s = self.settings

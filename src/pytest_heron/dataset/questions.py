@@ -3,6 +3,12 @@
 A question file is YAML holding one question (a mapping) or several (a list of mappings, or a
 mapping with a ``questions`` list). Every problem is reported as a :class:`QuestionFileError`
 naming the file, the question id and the field.
+
+Question files are trusted input (their author writes the gold SQL the harness runs as its
+admin role), but a broken one must still fail with one short sentence, never a traceback: the
+reader refuses files over :data:`MAX_FILE_BYTES`, YAML aliases (so an alias bomb cannot
+expand), duplicate keys (which YAML would silently merge), unreadable files and broken links,
+and quotes at most a few dozen characters of a bad value.
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import yaml
 from pytest_heron.errors import QuestionFileError
 from pytest_heron.types import RETRIEVALS, SHAPES, Question
 
-ID_PATTERN = re.compile(r"^[a-z0-9_]+$")
-TABLE_PATTERN = re.compile(r"^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$")
+ID_PATTERN = re.compile(r"[a-z0-9_]+")  # always used with fullmatch: no trailing newline
+TABLE_PATTERN = re.compile(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*")
+MAX_FILE_BYTES = 1_000_000
 FIELDS = {
     "id",
     "question",
@@ -32,6 +39,34 @@ FIELDS = {
     "empty_probe",
 }
 REQUIRED = ("id", "question", "gold_sql", "gold_tables", "shape", "retrieval")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader without aliases and without duplicate keys."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed in question files", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: list[Any] = []
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {_short(key)}", key_node.start_mark
+                )
+            seen.append(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 def builtin_dir() -> Traversable:
@@ -54,14 +89,14 @@ def _parse(raw: Any, path: str, index: int) -> Question:
     def bad(field: str, problem: str) -> QuestionFileError:
         return QuestionFileError(path, label, field, problem)
 
-    unknown = sorted(set(raw) - FIELDS)
+    unknown = sorted(_short(k) if not isinstance(k, str) else k for k in raw if k not in FIELDS)
     if unknown:
         raise bad(unknown[0], f"unknown field; allowed: {', '.join(sorted(FIELDS))}")
     for name in REQUIRED:
         if name not in raw or raw[name] in (None, ""):
             raise bad(name, "is required")
-    if not isinstance(qid, str) or not ID_PATTERN.match(qid):
-        raise bad("id", f"must match [a-z0-9_]+, got {qid!r}")
+    if not isinstance(qid, str) or not ID_PATTERN.fullmatch(qid):
+        raise bad("id", f"must match [a-z0-9_]+, got {_short(qid)}")
     for name in ("question", "gold_sql"):
         if not isinstance(raw[name], str) or not raw[name].strip():
             raise bad(name, "must be a non-empty string")
@@ -69,15 +104,16 @@ def _parse(raw: Any, path: str, index: int) -> Question:
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
         raise bad("gold_tables", "must be a list of schema.table names")
     for t in tables:
-        if not TABLE_PATTERN.match(t):
-            raise bad("gold_tables", f"{t!r} is not a schema.table name")
+        if not TABLE_PATTERN.fullmatch(t):
+            raise bad("gold_tables", f"{_short(t)} is not a schema.table name")
     if raw["shape"] not in SHAPES:
-        raise bad("shape", f"must be one of {', '.join(SHAPES)}, got {raw['shape']!r}")
+        raise bad("shape", f"must be one of {', '.join(SHAPES)}, got {_short(raw['shape'])}")
     if raw["retrieval"] not in RETRIEVALS:
-        raise bad("retrieval", f"must be one of {', '.join(RETRIEVALS)}, got {raw['retrieval']!r}")
+        choices = ", ".join(RETRIEVALS)
+        raise bad("retrieval", f"must be one of {choices}, got {_short(raw['retrieval'])}")
     traps = raw.get("traps", [])
     if not isinstance(traps, list) or not all(
-        isinstance(t, str) and ID_PATTERN.match(t) for t in traps
+        isinstance(t, str) and ID_PATTERN.fullmatch(t) for t in traps
     ):
         raise bad("traps", "must be a list of names matching [a-z0-9_]+")
     empty_probe = raw.get("empty_probe", False)
@@ -118,13 +154,22 @@ def load_questions(folder: Traversable | Path | None = None) -> list[Question]:
     for file in _files(folder):
         path = str(file)
         try:
-            doc = yaml.safe_load(file.read_text(encoding="utf-8"))
+            data = file.read_bytes()
+            if len(data) > MAX_FILE_BYTES:
+                too_big = f"is larger than {MAX_FILE_BYTES:,} bytes"
+                raise QuestionFileError(path, None, None, too_big)
+            doc = yaml.load(data.decode("utf-8"), Loader=_StrictLoader)  # a SafeLoader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise QuestionFileError(path, None, None, f"is not valid YAML{where}") from None
+            problem = getattr(exc, "problem", None)
+            detail = f": {problem}" if problem else ""
+            raise QuestionFileError(path, None, None, f"is not valid YAML{where}{detail}") from None
         except UnicodeDecodeError:
             raise QuestionFileError(path, None, None, "is not UTF-8 text") from None
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise QuestionFileError(path, None, None, f"cannot be read ({reason})") from None
         for i, raw in enumerate(_entries(doc, path)):
             q = _parse(raw, path, i)
             if q.id in questions:

@@ -358,14 +358,20 @@ def grade(
 ) -> float | None:
     """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.15 TokenEconomy + 0.10 Reliability +
     0.10 Latency``, with TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were billed),
-    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``."""
+    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``. Every part is at most
+    100 (VES, which rewards answers faster than gold, counts at most 100 here) and the weights sum
+    to 1, so the Grade is at most 100 by construction.
+
+    >>> grade(100.0, 150.0, None, 0, 10, 0.1)
+    100.0
+    """
     if ex is None or n == 0:
         return None
     token_economy = 100.0 if not tokens_per_q else 100.0 * min(1.0, REF_TOKENS_PER_Q / tokens_per_q)
     latency = 100.0 if not latency_s else 100.0 * min(1.0, REF_LATENCY_S / latency_s)
     parts = {
         "ex": ex,
-        "ves": ves_score if ves_score is not None else ex,
+        "ves": min(100.0, ves_score if ves_score is not None else ex),
         "token_economy": token_economy,
         "reliability": 100.0 * (1 - errors / n),
         "latency": latency,

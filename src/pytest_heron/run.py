@@ -179,6 +179,7 @@ class HeronRun:
                 self.outcomes[qid] = Outcome.from_json(record, f"journal record {qid!r}")
             except ResultsFileError:
                 self.dropped.append(qid)  # asked again rather than trusted
+        self.dropped.sort()
         self.resumed = sorted(self.outcomes)
 
     def fingerprint(self) -> dict[str, Any]:

@@ -574,3 +574,12 @@ def test_superset_mode_is_its_own_figure_never_ex(pytester: pytest.Pytester) -> 
     assert doc["metrics"]["ex_multistate"] == round(100 / 3, 4)
     assert doc["metrics"]["ex_superset"] == round(200 / 3, 4)
     assert "superset EX (extra columns allowed; not EX): 66.7%" in result.stdout.str()
+
+
+def test_help_works_with_the_adapter_set_in_the_ini(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nheron_adapter = gold\nheron_scale = tiny\n")
+    result = pytester.runpytest_subprocess("--help")
+    assert result.ret == 0, result.stderr.str()
+    result.stdout.fnmatch_lines(["*--heron-adapter=NAME*"])
+    everything = result.stderr.str() + result.stdout.str()
+    assert "AttributeError" not in everything and "INTERNALERROR" not in everything

@@ -44,8 +44,8 @@ def _adapter_name(config: pytest.Config) -> str | None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, text in BASE_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {text}")
-    if not _adapter_name(config):
-        return
+    if not _adapter_name(config) or config.getoption("help", False):
+        return  # `pytest --help` only lists the options, even with heron_adapter in the ini
     from pytest_heron.errors import HeronError
     from pytest_heron.run import HeronRun
 
@@ -75,7 +75,7 @@ class HeronPlugin:
     def __init__(self, config: pytest.Config, run: HeronRun) -> None:
         self.config = config
         self.run = run
-        self.paths_given = bool(config.option.file_or_dir)
+        self.paths_given = bool(getattr(config.option, "file_or_dir", None))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:

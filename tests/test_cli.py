@@ -69,10 +69,18 @@ def test_checksum_of_a_missing_database_is_a_clear_error(server: Server) -> None
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr
 
 
-def _results_file(path: Any, correct: dict[str, bool], adapter: str) -> str:
+def _results_file(
+    path: Any, correct: dict[str, bool], adapter: str, *, data_version: str = "abc"
+) -> str:
     doc = {
         "version": 1,
-        "conditions": {"adapter": adapter, "model": None, "scale": "tiny", "seeds": [42]},
+        "conditions": {
+            "adapter": adapter,
+            "model": None,
+            "scale": "tiny",
+            "seeds": [42],
+            "data_version": data_version,
+        },
         "metrics": {"ex_multistate": 100.0 * sum(correct.values()) / len(correct)},
         "questions": [{"id": k, "correct": v} for k, v in correct.items()],
     }
@@ -89,6 +97,32 @@ def test_compare_counts_wins_losses_ties_and_mcnemar(tmp_path: Any) -> None:
     assert "A right, B wrong (wins): 6 q2 q3 q4 q5 q6 q7" in out
     assert "B right, A wrong (losses): 0" in out and "ties (both right or both wrong): 4" in out
     assert "McNemar exact p = 0.03125" in out
+    assert "[" not in out and "88.8889" not in out  # no Python reprs, no unrounded floats
+    assert "multi-state EX@1" in out and "80.0%" in out and "20.0%" in out
+    gate = _heron("compare", a, b, "--max-drop", "2")
+    assert gate.returncode == 1 and "60.0 points below" in gate.stderr
+    assert _heron("compare", b, a, "--max-drop", "2").returncode == 0  # B better: no regression
+
+
+def test_compare_warns_on_other_conditions_and_refuses_with_strict(tmp_path: Any) -> None:
+    a = _results_file(tmp_path / "a.json", {"q1": True, "q2": False}, "one")
+    b = _results_file(tmp_path / "b.json", {"q1": True}, "two", data_version="def")
+    done = _heron("compare", a, b)
+    assert done.returncode == 0
+    assert "differ in data version, question set" in done.stderr
+    strict = _heron("compare", a, b, "--strict")
+    assert strict.returncode == 2 and "refusing" in strict.stderr
+
+
+def test_compare_names_the_bad_field_of_a_results_file(tmp_path: Any) -> None:
+    a = _results_file(tmp_path / "a.json", {"q1": True}, "one")
+    doc = json.loads((tmp_path / "a.json").read_text())
+    doc["questions"][0]["correct"] = "no"
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    done = _heron("compare", a, str(tmp_path / "b.json"))
+    assert done.returncode == 2 and "question 'q1', field 'correct': expected true or false" in (
+        done.stderr
+    )
 
 
 def test_compare_rejects_a_broken_file(tmp_path: Any) -> None:

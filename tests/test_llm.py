@@ -27,6 +27,7 @@ from pytest_heron.systems.llm.client import (
     cache_key,
     extract_sql,
 )
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
 
 MSGS = [{"role": "system", "content": "schema"}, {"role": "user", "content": "q?"}]
 
@@ -392,14 +393,24 @@ def test_offline_replays_and_a_miss_names_question_and_file(tmp_path: Path) -> N
     assert isinstance(info.value, AdapterError)
 
 
-def test_config_from_options() -> None:
+def test_config_from_the_context() -> None:
+    def ctx(**llm: Any) -> BenchmarkContext:
+        return BenchmarkContext(
+            dsn="",
+            dialect="postgres",
+            scale="tiny",
+            seed=42,
+            schema_ddl="",
+            tables=(),
+            limits=Limits(timeout_s=30.0),
+            llm=LLMOptions(**llm),
+        )
+
     with pytest.raises(AdapterError, match="--heron-model"):
-        LLMConfig.from_options({"endpoint": "http://x/v1"})
+        LLMConfig.from_context(ctx(endpoint="http://x/v1"))
     with pytest.raises(AdapterError, match="--heron-endpoint"):
-        LLMConfig.from_options({"model": "m"})
-    offline = LLMConfig.from_options({"model": "m", "offline": True})
+        LLMConfig.from_context(ctx(model="m"))
+    offline = LLMConfig.from_context(ctx(model="m", offline=True))
     assert offline.endpoint is None
-    cfg = LLMConfig.from_options(
-        {"model": "m", "endpoint": "http://x/v1", "temperature": 0.7, "timeout": 30.0}
-    )
+    cfg = LLMConfig.from_context(ctx(model="m", endpoint="http://x/v1", temperature=0.7))
     assert (cfg.model, cfg.temperature, cfg.timeout_s) == ("m", 0.7, 30.0)

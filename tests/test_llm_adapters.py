@@ -396,7 +396,8 @@ def test_raw_llm_run_scores_bills_exactly_and_replays_from_the_cache(
     assert one["metrics"]["ex_multistate"] == 75.0
     assert one["metrics"]["tokens_prompt"] == sum(p for p, _ in billing.billed)
     assert one["metrics"]["tokens_completion"] == sum(c for _, c in billing.billed)
-    assert one["conditions"]["strategy"] == "zero-shot" and one["conditions"]["model"] == "m"
+    assert one["conditions"]["adapter_conditions"] == {"strategy": "zero-shot"}
+    assert one["conditions"]["model"] == "m"
     for key in ("tokens_prompt", "tokens_completion", "ex_multistate"):
         assert two["metrics"][key] == one["metrics"][key]
     q1, q2 = _by_id(one), _by_id(two)
@@ -500,7 +501,7 @@ def test_agent_run_under_xdist(pytester: pytest.Pytester, heron_env: Path) -> No
     doc = _doc(pytester.path / "a.json")
     assert doc["metrics"]["ex_multistate"] == 100.0
     assert doc["metrics"]["tokens_prompt"] == 4 * (5 + 7) and len(stub.requests) == 8
-    assert doc["conditions"]["strategy"] is None
+    assert doc["conditions"]["adapter_conditions"] == {}  # the agent has no strategy
     assert _by_id(doc)["v003"]["tables_in_context"] == ["core.tenants"]
     assert _by_id(doc)["v001"]["tables_in_context"] == []
 
@@ -523,7 +524,7 @@ def test_strategy_lands_in_results_under_xdist(pytester: pytest.Pytester, heron_
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["adapter=raw-llm *strategy=few-shot+self-correct *"])
     doc = _doc(pytester.path / "s.json")
-    assert doc["conditions"]["strategy"] == "few-shot+self-correct"
+    assert doc["conditions"]["adapter_conditions"] == {"strategy": "few-shot+self-correct"}
     assert doc["metrics"]["tokens_prompt"] == sum(p for p, _ in billing.billed)
     assert all(len(r["messages"]) == 2 + 2 * len(FEW_SHOT) for r in stub.requests)
 

@@ -15,6 +15,7 @@ import pytest
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
+from pytest_heron.results.folder import CSV_COLUMNS
 from pytest_heron.scoring.metrics import Summary
 from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
 
@@ -470,7 +471,9 @@ def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
     doc = _results(folder / "results.json")
     assert doc["metrics"]["ex_multistate"] == 0.0
     lines = (folder / "questions.csv").read_text().splitlines()
-    assert lines[0].startswith("id,shape,retrieval") and len(lines) == 4
+    assert (
+        lines[0] == ",".join(CSV_COLUMNS) and lines[0].startswith("id,correct,") and len(lines) == 4
+    )
     page = (folder / "report.html").read_text()
     assert "multi-state EX@1 0.0% over n=3" in page and "adapter=myadapters:Wrong" in page
     assert page.count("<svg") >= 4  # EX by shape, retrieval, trap, join width; error kinds

@@ -83,19 +83,25 @@ def _int_family(ints: I64) -> ColumnKeys:
 
 
 def grid(x: F64) -> F64 | None:
-    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows."""
+    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows.
+
+    Same steps: 2**-20 below 1, 21 significant bits up to 2**21, whole numbers from 2**21 on.
+    """
     out = np.empty_like(x)
-    small = np.abs(x) < 1.0
+    magnitude = np.abs(x)
+    small = magnitude < 1.0
     out[small] = np.rint(x[small] * TWO20) / TWO20
-    big = ~small & np.isfinite(x)
+    whole = magnitude >= TWO21  # infinities included: rint keeps them
+    out[whole] = np.rint(x[whole])
+    big = ~small & ~whole & np.isfinite(x)
     mantissa, exponent = np.frexp(x[big])
     with np.errstate(over="ignore"):
         scaled = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)
     if not np.isfinite(scaled).all():
         return None
     out[big] = scaled
-    rest = ~small & ~big
-    out[rest] = x[rest]  # infinities and NaN
+    rest = ~small & ~big & ~whole
+    out[rest] = x[rest]  # NaN
     return out
 
 

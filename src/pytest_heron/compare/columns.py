@@ -317,6 +317,26 @@ def aligned_equal(
     return _objects_equal(a, ia, b, ib)
 
 
+def equal_at(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """Per position, whether ``a``'s key at ``ia`` equals ``b``'s key at ``ib`` (exactly)."""
+    if a.family == b.family and a.family != "o":
+        return np.asarray(a.exact[ia] == b.exact[ib], dtype=bool)
+    if {a.family, b.family} == {"i", "f"}:
+        ints, floats = (a, b) if a.family == "i" else (b, a)
+        i_idx, f_idx = (ia, ib) if a.family == "i" else (ib, ia)
+        picked = ints.exact[i_idx]
+        if not picked.size or max(-int(picked.min()), int(picked.max())) <= _EXACT_INT:
+            as_bits = _float_bits(picked.astype(np.float64))
+            return np.asarray(as_bits == floats.exact[f_idx], dtype=bool)
+    left = _objects(python_keys(a)) if a.family != "o" else a.exact
+    right = _objects(python_keys(b)) if b.family != "o" else b.exact
+    return np.fromiter(
+        (x == y for x, y in zip(left[ia], right[ib], strict=True)), dtype=bool, count=len(ia)
+    )
+
+
 def adjacent_equal(ck: ColumnKeys) -> npt.NDArray[np.bool_]:
     """Per row after the first, whether its key equals the key of the row before (exactly)."""
     exact = ck.exact

@@ -171,9 +171,24 @@ CASES = [
     case("absolute tolerance below 1, inside", [(0.0,)], [(9e-7,)], True),
     case("absolute tolerance below 1, outside", [(0.0,)], [(2e-6,)], False),
     case("1e-4 relative is too far", [(1.0,)], [(1.0001,)], False),
-    case("large values relative", [(10**12,)], [(float(10**12 + 10**5),)], True),
-    case("large values relative, outside", [(10**12,)], [(float(10**12 + 10**7),)], False),
-    case("ints within tolerance at 1e7", [(10_000_000,)], [(10_000_004.0,)], True),
+    case("large values relative", [(1e12,)], [(float(10**12 + 10**5),)], True),
+    case("large values relative, outside", [(1e12,)], [(float(10**12 + 10**7),)], False),
+    # a float (or fractional Decimal) equals an integer only if it also rounds to it
+    case("an int against a float 10**5 off at 1e12", [(10**12,)], [(1e12 + 1e5,)], False),
+    case("an int against a float 4 off at 1e7", [(10_000_000,)], [(10_000_004.0,)], False),
+    case("an int against a float that rounds to it", [(10_000_000,)], [(10_000_000.4,)], True),
+    case("float total 500 off at 1.3e10", [(13 * 10**9,)], [(1.3e10 + 500,)], False),
+    case("float total equal at 1.3e10", [(13 * 10**9,)], [(1.3e10,)], True),
+    case(
+        "integral Decimal total against a float 500 off",
+        [(Decimal(13 * 10**9),)],
+        [(1.3e10 - 500,)],
+        False,
+    ),
+    case("small int against a float keeps the tolerance", [(3,)], [(3.000001,)], True),
+    case("small int against a float, outside", [(3,)], [(3.1,)], False),
+    case("beyond 2**53: the nearest float", [(2**60 + 1,)], [(float(2**60),)], True),
+    case("beyond 2**53: the next float is off", [(2**60 + 1,)], [(float(2**60 + 2**8),)], False),
     case("huge ints and Decimals", [(10**400,)], [(Decimal(10) ** 400,)], True),
     case(
         "huge integral Decimals are exact",
@@ -188,14 +203,21 @@ CASES = [
     case("bigints compare exactly", [(10**15,)], [(10**15 + 1,)], False, ["(1000000000000001,)"]),
     case("counts above a million are exact", [(2_000_000,)], [(2_000_001,)], False),
     case("equal bigints", [(2**63 - 1, 10**30)], [(10**30, 2**63 - 1)], True),
-    case("bigint against a float uses the tolerance", [(10**15,)], [(1e15 + 1,)], True),
+    case("bigint against a float must round to it", [(10**15,)], [(1e15 + 0.375,)], True),
+    case("bigint against a float one off", [(10**15,)], [(1e15 + 1,)], False),
     case("int against an integral Decimal is exact", [(10**15,)], [(Decimal(10**15 + 1),)], False),
     case("int equals an integral Decimal", [(123_456_789,)], [(Decimal("123456789.00"),)], True),
     case(
-        "int against a fractional Decimal uses the tolerance",
+        "int against a fractional Decimal that rounds to it",
         [(10**15,)],
         [(Decimal("1000000000000000.5"),)],
         True,
+    ),
+    case(
+        "int against a fractional Decimal that does not round to it",
+        [(10**12,)],
+        [(Decimal("1000000000003.5"),)],
+        False,
     ),
     case(
         "sums of minor units (integral Decimals) are exact",
@@ -661,7 +683,8 @@ MID = 100.5 / 2**20  # halfway between two points of the grid used for grouping
     [
         (MID + 1e-9, MID - 1e-9),
         (MID + 1e-9, Decimal(MID) - Decimal("1e-9")),
-        (3 * 2**30 + 2**10 + 1e-3, 3 * 2**30 + 2**10 - 1e-3),  # 21 significant bits, above 1
+        (3 * 2**10 + 2**-10 + 1e-5, 3 * 2**10 + 2**-10 - 1e-5),  # 21 significant bits, above 1
+        (3 * 2**30 + 0.5 + 1e-3, 3 * 2**30 + 0.5 - 1e-3),  # whole numbers, from 2**21 on
     ],
 )
 def test_values_straddling_a_grid_boundary_still_match(a: Any, b: Any) -> None:
@@ -763,3 +786,32 @@ def test_order_keys_feeds_compare() -> None:
     assert not compare(
         gold, [(20, "east"), (30, "north"), (20, "south"), (5, "west")], order=keys
     ).equal
+
+
+# --------------------------------------------------------------------------------------------
+# a float against an integer: the float must round to it (DECISIONS.md, 2026-12-01)
+
+
+@given(
+    st.integers(-(2**53) + 1, 2**53 - 1),
+    st.one_of(
+        st.floats(-2.0, 2.0),
+        st.sampled_from([0.5, -0.5, 0.5000001, -0.4999999, 500.0, -500.0]),
+        st.floats(-1e-5, 1e-5),
+    ),
+)
+def test_a_float_equals_an_integer_only_when_it_rounds_to_it(whole: int, delta: float) -> None:
+    near = float(whole) + delta
+
+    def rule(i: int, f: float) -> bool:  # rounds to it (half to even) and within the tolerance
+        return round(f) == i and abs(f - i) <= 1e-6 * max(1.0, abs(f), abs(i))
+
+    expected = rule(whole, near)
+    assert compare([(whole,)], [(near,)]).equal is expected, (whole, near)
+    assert compare([(near,)], [(Decimal(whole),)]).equal is expected, (whole, near)
+    if _canon(near) == _canon(whole):  # equal keys must never mean more than the rule allows
+        assert expected, (whole, near)
+    # the whole-column path (a column of ints against a column of floats) agrees
+    ints = [(whole + k,) for k in range(3)]
+    floats = [(near + k,) for k in range(3)]
+    assert compare(ints, floats).equal is all(rule(whole + k, near + k) for k in range(3))

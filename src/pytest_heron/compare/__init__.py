@@ -9,7 +9,8 @@ The policy is "strict on data, lenient on shape":
 * values are compared strictly except for numbers, which compare by value across ``int``,
   ``float`` and ``Decimal``: two integers (ints, Decimals without a fractional part) exactly,
   anything involving a float or a fractional Decimal within a relative tolerance of ``1e-6``
-  (see :data:`REL_TOL`).
+  (see :data:`REL_TOL`), and a float or fractional Decimal against an integer only when it also
+  rounds to that integer (so a float cast cannot bring a wrong integer total into tolerance).
 
 Everything here is pure computation: no database access and no file access.
 
@@ -83,10 +84,12 @@ def compare(
       predicted column).  A mapping is always verified on whole rows.
     * Numbers (int, float, Decimal, but not bool) compare by value.  Two integers (ints and
       Decimals without a fractional part) must be equal; otherwise they are equal when
-      ``|a - b| <= 1e-6 * max(1, |a|, |b|)``.  NaN equals NaN, -0.0 equals 0.0, infinities equal
-      by sign.  NULL only equals NULL.  Strings and bytes are exact.  Aware datetimes compare as
-      instants; naive ones only equal naive ones; a date only equals a date.  Lists (and tuples)
-      compare elementwise and dicts key by key with the same rules.  Other mixes are unequal.
+      ``|a - b| <= 1e-6 * max(1, |a|, |b|)`` and, if one of them is an integer, the other (as
+      its nearest float) rounds to it, half to even (beyond 2**53: is the float nearest to it).
+      NaN equals NaN, -0.0 equals 0.0, infinities equal by sign.  NULL only equals NULL.
+      Strings and bytes are exact.  Aware datetimes compare as instants; naive ones only equal
+      naive ones; a date only equals a date.  Lists (and tuples) compare elementwise and dicts
+      key by key with the same rules.  Other mixes are unequal.
     * Two empty results are equal, whatever their column counts (an empty result carries no
       columns to compare, and psycopg gives no rows to count them from).  An empty result never
       equals a non-empty one.

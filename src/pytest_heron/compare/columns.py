@@ -83,19 +83,25 @@ def _int_family(ints: I64) -> ColumnKeys:
 
 
 def grid(x: F64) -> F64 | None:
-    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows."""
+    """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows.
+
+    Same steps: 2**-20 below 1, 21 significant bits up to 2**21, whole numbers from 2**21 on.
+    """
     out = np.empty_like(x)
-    small = np.abs(x) < 1.0
+    magnitude = np.abs(x)
+    small = magnitude < 1.0
     out[small] = np.rint(x[small] * TWO20) / TWO20
-    big = ~small & np.isfinite(x)
+    whole = magnitude >= TWO21  # infinities included: rint keeps them
+    out[whole] = np.rint(x[whole])
+    big = ~small & ~whole & np.isfinite(x)
     mantissa, exponent = np.frexp(x[big])
     with np.errstate(over="ignore"):
         scaled = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)
     if not np.isfinite(scaled).all():
         return None
     out[big] = scaled
-    rest = ~small & ~big
-    out[rest] = x[rest]  # infinities and NaN
+    rest = ~small & ~big & ~whole
+    out[rest] = x[rest]  # NaN
     return out
 
 
@@ -309,6 +315,26 @@ def aligned_equal(
         as_bits = _float_bits(picked.astype(np.float64))
         return bool(np.array_equal(as_bits, floats.exact[f_idx]))
     return _objects_equal(a, ia, b, ib)
+
+
+def equal_at(
+    a: ColumnKeys, ia: npt.NDArray[np.intp], b: ColumnKeys, ib: npt.NDArray[np.intp]
+) -> npt.NDArray[np.bool_]:
+    """Per position, whether ``a``'s key at ``ia`` equals ``b``'s key at ``ib`` (exactly)."""
+    if a.family == b.family and a.family != "o":
+        return np.asarray(a.exact[ia] == b.exact[ib], dtype=bool)
+    if {a.family, b.family} == {"i", "f"}:
+        ints, floats = (a, b) if a.family == "i" else (b, a)
+        i_idx, f_idx = (ia, ib) if a.family == "i" else (ib, ia)
+        picked = ints.exact[i_idx]
+        if not picked.size or max(-int(picked.min()), int(picked.max())) <= _EXACT_INT:
+            as_bits = _float_bits(picked.astype(np.float64))
+            return np.asarray(as_bits == floats.exact[f_idx], dtype=bool)
+    left = _objects(python_keys(a)) if a.family != "o" else a.exact
+    right = _objects(python_keys(b)) if b.family != "o" else b.exact
+    return np.fromiter(
+        (x == y for x, y in zip(left[ia], right[ib], strict=True)), dtype=bool, count=len(ia)
+    )
 
 
 def adjacent_equal(ck: ColumnKeys) -> npt.NDArray[np.bool_]:

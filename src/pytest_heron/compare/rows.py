@@ -135,7 +135,7 @@ class RowChecker:
         # group equal row codes of both sides (gold first, so gold's labels never depend on
         # pred); with ORDER BY, a row's code includes its run (predicted rows by position)
         p_codes = self.with_runs(row_codes([self.p.codes(j) for j in mapping], n))
-        labels, k = _group(np.concatenate([self.gold_codes(), p_codes]))
+        labels, k = group_codes(np.concatenate([self.gold_codes(), p_codes]))
         g_labels, p_labels = labels[:n], labels[n:]
         if not np.array_equal(
             np.bincount(g_labels, minlength=k), np.bincount(p_labels, minlength=k)
@@ -396,7 +396,7 @@ class RowChecker:
         return cap(", ".join(shown) + (", ..." if more else ""), 120)
 
 
-def _group(codes: U64) -> tuple[npt.NDArray[np.intp], int]:
+def group_codes(codes: U64) -> tuple[npt.NDArray[np.intp], int]:
     """A label per code (equal codes, equal labels) and the number of labels."""
     if len(codes) < _HASH_GROUPING:
         uniques, labels = np.unique(codes, return_inverse=True)

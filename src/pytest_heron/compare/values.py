@@ -7,7 +7,12 @@ the comparator's rules (the converse need not hold: see the tolerant re-pairing 
   Two integers compare exactly, whatever their size.
 * A ``float`` or a ``Decimal`` with a fractional part goes through the nearest float onto a binary
   grid never coarser than the tolerance (a step of 2**-20 below 1, 21 significant bits from 1
-  on); whenever one of two numbers is such a value, they are equal within :data:`REL_TOL`.
+  to 2**21, whole numbers from 2**21 on); whenever one of two numbers is such a value, they are
+  equal within :data:`REL_TOL`.
+* Against an integer, such a value must also *round to* it (:func:`num_close`): its nearest
+  float, rounded half to even, is the integer (beyond 2**53, where floats are coarser than
+  integers, it is the float nearest to the integer).  The grid's step never exceeds 1 and rounds
+  half to even, so an integer key and a grid key are only ever equal when this holds too.
 * NaN (float or Decimal) has one key; infinities are their float; bools are tagged so that they
   never equal numbers; containers are keyed element by element.
 """
@@ -24,10 +29,12 @@ from typing import Final, cast
 
 REL_TOL: Final = 1e-6
 """Numbers a and b, one of them not an integer, are equal when
-``|a - b| <= REL_TOL * max(1, |a|, |b|)``; two integers must be equal."""
+``|a - b| <= REL_TOL * max(1, |a|, |b|)``; two integers must be equal, and a non-integer must
+round to an integer to equal it (see :func:`num_close`)."""
 
 TWO20: Final = float(2**20)
 TWO21: Final = float(2**21)
+_EXACT_INT: Final = float(2**53)  # below this, every integer is exactly a float
 _BIG_DIGITS: Final = 400  # integral Decimals with more digits are keyed by their text
 
 _DCTX: Final = decimal.Context(
@@ -46,6 +53,7 @@ _SIG7: Final = decimal.Context(
 )
 D_ONE: Final = decimal.Decimal(1)
 _D_TOL: Final = decimal.Decimal("1e-6")
+_D_HALF: Final = decimal.Decimal("0.5")
 
 # Plain numbers, strings, bytes, None and the datetime/uuid types are their own keys; everything
 # else is a tuple whose first item is a tag, so no two kinds of value can collide.
@@ -57,13 +65,20 @@ Key = tuple[object, ...]
 
 
 def canon_float(x: float) -> object:
-    """Grid key of a float: step 2**-20 below 1, 21 significant bits from 1 on."""
+    """Grid key of a float: step 2**-20 below 1, 21 significant bits up to 2**21, then 1.
+
+    From 2**21 on, 21 significant bits would be a step above 1: the key is the nearest whole
+    number instead (finer than the tolerance, so still safe), so that a float's key can only
+    equal an integer's key when the float rounds to that integer.
+    """
     if -1.0 < x < 1.0:
         return round(x * TWO20) / TWO20
     if x != x:
         return NAN_KEY
     if x == math.inf or x == -math.inf:
         return x
+    if not -TWO21 < x < TWO21:
+        return x if not -_EXACT_INT < x < _EXACT_INT else float(round(x))
     mantissa, exponent = math.frexp(x)
     try:
         return math.ldexp(round(mantissa * TWO21), exponent - 21)
@@ -245,14 +260,25 @@ def num_close(a: object, b: object) -> bool:
     sx, sy = _inf_sign(x), _inf_sign(y)
     if sx or sy:
         return sx == sy
-    if _integral(x) and _integral(y):
+    ix, iy = _integral(x), _integral(y)
+    if ix and iy:
         return bool(x == y)  # int/Decimal comparisons are exact in Python
     fx, fy = _finite_float(x), _finite_float(y)
     if fx is not None and fy is not None:
-        return abs(fx - fy) <= REL_TOL * max(1.0, abs(fx), abs(fy))
+        if abs(fx - fy) > REL_TOL * max(1.0, abs(fx), abs(fy)):
+            return False
+        if ix or iy:  # an integer: the other number must round to it
+            whole, other = (fx, fy) if ix else (fy, fx)
+            if -_EXACT_INT < whole < _EXACT_INT:  # ``whole`` is the integer itself
+                return round(other) == whole  # half to even, like the grid: one integer each
+            return other == whole  # beyond 2**53: the float nearest to the integer
+        return True
     dx, dy = decimal.Decimal(x), decimal.Decimal(y)
+    diff = _DCTX.abs(_DCTX.subtract(dx, dy))
+    if (ix or iy) and diff > _D_HALF:
+        return False
     scale = max(D_ONE, _DCTX.abs(dx), _DCTX.abs(dy))
-    return _DCTX.abs(_DCTX.subtract(dx, dy)) <= _DCTX.multiply(_D_TOL, scale)
+    return diff <= _DCTX.multiply(_D_TOL, scale)
 
 
 def num_equal(a: object, b: object) -> bool:

@@ -265,7 +265,12 @@ def _run_on_states(
         )
         superset_all = superset_all and superset_ok
         if i == 0:
-            soft_f1 = round(similarity.soft_f1(gold_rows[state.seed], got.rows), 6)
+            soft_f1 = round(
+                similarity.soft_f1(
+                    gold_rows[state.seed], got.rows, equal=True if result.equal else None
+                ),
+                6,
+            )
             first_rows = got.rows
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")

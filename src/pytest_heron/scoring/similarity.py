@@ -3,64 +3,70 @@ exact match (sqlglot-normalised SQL text). Pure functions, no I/O."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 
-def soft_f1(gold: Sequence[Sequence[Any]], pred: Sequence[Sequence[Any]]) -> float:
-    """Row-level partial credit in [0, 1], after BIRD mini-dev's Soft-F1, but with rows paired by
-    content instead of by position, so the score does not depend on row order.
+def soft_f1(
+    gold: Sequence[Sequence[Any]], pred: Sequence[Sequence[Any]], *, equal: bool | None = None
+) -> float:
+    """Cell-level partial credit in [0, 1], after BIRD mini-dev's Soft-F1, but with the result
+    comparator's notion of a right answer, column mapping and value keys.
 
-    Each gold row is paired with at most one predicted row: identical rows first, then, greedily,
-    the pair sharing the most values. A pair contributes the share of gold values found in the
-    predicted row (true positives), of predicted values not in the gold row (false positives) and
-    of gold values not in the predicted row (false negatives); unpaired gold rows count as all
-    false negatives, unpaired predicted rows as all false positives. Two empty results score 1.
-    BIRD mini-dev pairs row i with row i, which penalises a right answer in another order.
+    * An answer the comparator (:func:`pytest_heron.compare.compare`, rows unordered) calls equal
+      scores exactly 1.0, whatever the order of its rows and columns and whatever numeric noise
+      it allows.  Two empty results score 1.0; an empty result against a non-empty one 0.0.
+      A caller that has already compared the two results may pass the verdict as ``equal``
+      (``compare(gold, pred).equal``) to spare a second comparison; ``None`` means unknown.
+    * Otherwise the predicted columns are mapped to gold columns by content (the mapping with the
+      largest total overlap of their values), rows are paired by content under that mapping
+      (rows agreeing on all mapped columns first, then on all but one, and so on down to single
+      columns), and matched cells are counted (:mod:`pytest_heron.compare.overlap`).
+    * With ``w`` the gold width, a pair with ``k`` matched cells counts ``k/w`` true positives,
+      ``(pred width - k)/w`` false positives and ``(w - k)/w`` false negatives; an unpaired gold
+      row is one false negative, an unpaired predicted row one false positive.  The score is the
+      F1 of the resulting precision and recall (0.0 when nothing matches).
+    * Rows count with their multiplicity; the score depends on neither the order of the rows
+      nor the interpreter's hash seed.  A value counts only in the column it was mapped to:
+      two values swapped within one row are two misses.  Ragged rows (which no database
+      returns) score 0.0.
+
+    BIRD mini-dev pairs row i with row i, and its values within a row by equality anywhere in
+    the row; that penalises a right answer in another order and rewards values in wrong columns.
 
     >>> soft_f1([(1, "a"), (2, "b")], [(2, "b"), (1, "a")])
     1.0
+    >>> soft_f1([(1, "a"), (2, "b")], [("b", 2), ("a", 1)])  # columns in another order
+    1.0
     >>> soft_f1([(1, "a")], [(1, "x")])
     0.5
+    >>> soft_f1([(1, "a"), (2, "b")], [(1, "a")])  # precision 1, recall 1/2
+    0.6666666666666666
     """
-    from pytest_heron.compare import value_key
+    from pytest_heron.compare import compare
+    from pytest_heron.compare.overlap import overlap
 
-    if not gold and not pred:
+    if equal:
         return 1.0
-    g = [tuple(value_key(v) for v in row) for row in gold]
-    p = [tuple(value_key(v) for v in row) for row in pred]
-    width = max(1, max((len(r) for r in g), default=1))
-    unmatched_pred: dict[tuple[Any, ...], int] = {}
-    for row in p:
-        unmatched_pred[row] = unmatched_pred.get(row, 0) + 1
-    tp = fp = fn = 0.0
-    leftover_gold = []
-    for row in g:  # identical rows pair first
-        if unmatched_pred.get(row):
-            unmatched_pred[row] -= 1
-            tp += 1.0
-        else:
-            leftover_gold.append(row)
-    # Greedy pairing on a canonical order (not the rows' order): ties go to the smaller repr.
-    leftover_pred = sorted((r for r, n in unmatched_pred.items() for _ in range(n)), key=repr)
-    for row in sorted(leftover_gold, key=repr):
-        have = Counter(row)
-        best, best_shared = -1, -1
-        for i, cand in enumerate(leftover_pred[:2000]):  # bounded: partial credit, not a proof
-            shared = sum((have & Counter(cand)).values())
-            if shared > best_shared:
-                best, best_shared = i, shared
-        if best < 0:
-            fn += 1.0
-            continue
-        cand = leftover_pred.pop(best)
-        tp += best_shared / width
-        fp += (len(cand) - best_shared) / width
-        fn += (len(row) - best_shared) / width
-    fp += float(len(leftover_pred))
-    if tp == 0:
+    try:
+        counts = overlap(gold, pred)
+    except Exception:  # like the comparator, never raise out of scoring
+        counts = None
+    if counts is None:
+        return 1.0 if equal is None and compare(gold, pred).equal else 0.0
+    same_shape = counts.gold_rows == counts.pred_rows and (
+        counts.gold_width == counts.pred_width or counts.gold_rows == 0
+    )
+    if same_shape and counts.cells == counts.gold_rows * counts.gold_width:
+        return 1.0  # every cell matched exactly (two empty results included)
+    if equal is None and same_shape and compare(gold, pred).equal:
+        return 1.0  # equal within the comparator's tolerance
+    if counts.cells == 0:
         return 0.0
+    width = counts.gold_width
+    tp = counts.cells / width
+    fn = counts.gold_rows - tp
+    fp = counts.pairs * counts.pred_width / width - tp + (counts.pred_rows - counts.pairs)
     precision, recall = tp / (tp + fp), tp / (tp + fn)
     return 2 * precision * recall / (precision + recall)
 

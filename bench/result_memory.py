@@ -26,12 +26,10 @@ QUERIES = {
         "SELECT array_agg(g) FROM generate_series(1, 1000) g, generate_series(1, 30000)"
     ),
     "int_arrays_per_row": (
-        "SELECT array_agg(g) FROM generate_series(1, 1000) g, generate_series(1, 20000) h"
-        " GROUP BY h"
+        "SELECT array(SELECT generate_series(1000, 2000)) FROM generate_series(1, 20000)"
     ),
     "numeric_arrays": (
-        "SELECT array_agg(g::numeric) FROM generate_series(1, 2000) g, generate_series(1, 2000) h"
-        " GROUP BY h"
+        "SELECT array(SELECT generate_series(1, 2000)::numeric) FROM generate_series(1, 2000)"
     ),
     "jsonb_rows": (
         "SELECT jsonb_build_object('k', g, 'v', array[g, g], 'w', jsonb_build_object('x', g))"

@@ -19,10 +19,12 @@ from sqlglot import exp
 MAX_SQL_CHARS = 100_000
 """The longest prediction the guard parses; anything longer is rejected unread."""
 
-PARSE_STEPS = 4_000_000
-"""Profile events (Python and C calls and returns) one parse may take. A real query takes 16-30
-per character, so a 100,000-character query fits; nested ``ARRAY[`` that makes sqlglot
-backtrack exponentially stops after ~2 s."""
+PARSE_STEPS_BASE = 250_000
+PARSE_STEPS_PER_CHAR = 50
+"""A parse may take ``PARSE_STEPS_BASE + PARSE_STEPS_PER_CHAR * len(sql)`` profile events
+(Python and C calls and returns). Real queries take 16-30 per character (sqlglot's first call
+~50,000 more), so every query up to MAX_SQL_CHARS fits; nested ``ARRAY[``, which makes sqlglot
+backtrack exponentially, is stopped after a few hundred thousand."""
 
 _WRITES = (
     exp.Insert,
@@ -66,6 +68,10 @@ def _parse_within(sql_text: str, steps: int) -> list[Any]:
         sys.setprofile(None)
 
 
+def _steps(sql_text: str) -> int:
+    return PARSE_STEPS_BASE + PARSE_STEPS_PER_CHAR * len(sql_text)
+
+
 def _first_line(exc: BaseException, default: str) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else default)[:300]
@@ -93,7 +99,8 @@ def check_statement(sql_text: str) -> str | None:
     try:
         return _check_parsed(sql_text)
     except _OutOfSteps:
-        return f"the SQL is too complex to check: parsing it took more than {PARSE_STEPS:,} steps"
+        steps = _steps(sql_text)
+        return f"the SQL is too complex to check: parsing it took more than {steps:,} steps"
     except RecursionError:
         return "the SQL is nested too deeply to parse"
     except sqlglot.errors.TokenError as exc:
@@ -112,7 +119,7 @@ def _check_parsed(sql_text: str) -> str | None:
     # that is only a comment ("SELECT 1; -- done"): neither is a statement PostgreSQL runs.
     statements = [
         s
-        for s in _parse_within(sql_text, PARSE_STEPS)
+        for s in _parse_within(sql_text, _steps(sql_text))
         if s is not None and not isinstance(s, exp.Semicolon)
     ]
     if len(statements) != 1:

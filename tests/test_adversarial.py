@@ -71,10 +71,32 @@ CASES: list[tuple[str, str, set[str | None]]] = [
     ("huge_result", "SELECT g FROM generate_series(1, 5000000) g", {"result_too_large", "timeout"}),
     ("huge_string", "SELECT repeat('x', 100000000)", {"result_too_large", "db_error", "timeout"}),
     ("ten_mb_string", "SELECT repeat('y', 10 * 1024 * 1024) AS s", {None}),
+    # what a truncated or garbled reply looks like: rejected, never an exception
+    ("unterminated_string", "SELECT 'abc", {"rejected"}),
+    ("unterminated_dollar_quote", "SELECT $$abc", {"rejected"}),
+    ("unterminated_comment", "SELECT 1 /* and then", {"rejected"}),
+    ("deep_parentheses", "SELECT " + "(" * 45 + "1" + ")" * 45, {None, "rejected"}),
+    ("deeper_parentheses", "SELECT " + "(" * 400 + "1" + ")" * 400, {"rejected"}),
+    ("backtracking_arrays", "SELECT " + "ARRAY[" * 20 + "1" + "]" * 20, {"rejected"}),
+    ("lone_surrogate", "SELECT '\ud800'", {"rejected"}),
+    ("sixty_mb_prediction", "SELECT 1 --" + "x" * 60_000_000, {"rejected"}),
+    ("comment_then_write", "SELECT 1; /* x */; DELETE FROM orders.orders", {"rejected"}),
+    (
+        "huge_array",
+        "SELECT array_agg(g) FROM generate_series(1, 20000000) g",
+        {"result_too_large", "timeout"},
+    ),
+    (
+        "jsonb_blowup",
+        "SELECT jsonb_agg(g) FROM generate_series(1, 20000000) g",
+        {"result_too_large", "timeout"},
+    ),
     # legitimate controls
     ("trailing_semicolon", "SELECT count(*) FROM core.tenants;", {None}),
     ("cte", "WITH t AS (SELECT id FROM core.tenants) SELECT count(*) FROM t", {None}),
     ("comment", "SELECT 1 AS one -- a comment", {None}),
+    ("comment_after_semicolon", "SELECT 1 AS one; -- done", {None}),
+    ("block_comment_after_semicolon", "SELECT 1 AS one; /* done */", {None}),
     ("values", "VALUES (1, 'a'), (2, 'b')", {None}),
 ]
 

@@ -1,11 +1,30 @@
-"""What a predicted statement is and reads: the guard that accepts exactly one read-only query."""
+"""What a predicted statement is and reads: the guard that accepts exactly one read-only query.
+
+The guard never raises: whatever text it is given (truncated strings, dollar quotes or comments,
+deep nesting, lone surrogates, tens of megabytes), the answer is None or the reason for a
+rejection. Length, NUL bytes and encoding are checked before parsing; the parse itself runs on
+a step budget (Python calls counted by a profile hook), so input that makes sqlglot recurse or
+backtrack without end is rejected in bounded time, the same way on every machine.
+"""
 
 from __future__ import annotations
 
-from typing import cast
+import sys
+from types import FrameType
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
+
+MAX_SQL_CHARS = 100_000
+"""The longest prediction the guard parses; anything longer is rejected unread."""
+
+PARSE_STEPS_BASE = 250_000
+PARSE_STEPS_PER_CHAR = 50
+"""A parse may take ``PARSE_STEPS_BASE + PARSE_STEPS_PER_CHAR * len(sql)`` profile events
+(Python and C calls and returns). Real queries take 16-30 per character (sqlglot's first call
+~50,000 more), so every query up to MAX_SQL_CHARS fits; nested ``ARRAY[``, which makes sqlglot
+backtrack exponentially, is stopped after a few hundred thousand."""
 
 _WRITES = (
     exp.Insert,
@@ -25,15 +44,84 @@ _WRITES = (
 _QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 
 
+class _OutOfSteps(BaseException):
+    """Raised by the profile hook; a BaseException so no ``except Exception`` in sqlglot eats it."""
+
+
+def _parse_within(sql_text: str, steps: int) -> list[Any]:
+    """``sqlglot.parse`` that raises _OutOfSteps after ``steps`` profile events."""
+    left = steps
+
+    def hook(frame: FrameType, event: str, arg: Any) -> None:
+        nonlocal left
+        left -= 1
+        if left < 0:
+            raise _OutOfSteps
+
+    previous = sys.getprofile()
+    if previous is not None:  # someone is profiling: leave their hook alone, parse unbounded
+        return sqlglot.parse(sql_text, read="postgres")
+    sys.setprofile(hook)
+    try:
+        return sqlglot.parse(sql_text, read="postgres")
+    finally:
+        sys.setprofile(None)
+
+
+def _steps(sql_text: str) -> int:
+    return PARSE_STEPS_BASE + PARSE_STEPS_PER_CHAR * len(sql_text)
+
+
+def _first_line(exc: BaseException, default: str) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else default)[:300]
+
+
 def check_statement(sql_text: str) -> str | None:
-    """None if ``sql_text`` is exactly one read-only query; else why it is rejected."""
+    """None if ``sql_text`` is exactly one read-only query; else why it is rejected. Never
+    raises (a comment after the final ``;`` is part of the one statement)."""
+    if not isinstance(sql_text, str):
+        return f"the SQL is not text but {type(sql_text).__name__}"
+    if len(sql_text) > MAX_SQL_CHARS:
+        return (
+            f"the SQL is {len(sql_text):,} characters long, over the limit of"
+            f" {MAX_SQL_CHARS:,}; it was not parsed"
+        )
     if "\x00" in sql_text:
         return "the SQL contains a NUL byte"
     try:
-        statements = [s for s in sqlglot.parse(sql_text, read="postgres") if s is not None]
+        sql_text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"the SQL is not valid Unicode text (code point U+{ord(sql_text[exc.start]):04X}"
+            f" at character {exc.start:,} cannot be encoded as UTF-8)"
+        )
+    try:
+        return _check_parsed(sql_text)
+    except _OutOfSteps:
+        steps = _steps(sql_text)
+        return f"the SQL is too complex to check: parsing it took more than {steps:,} steps"
+    except RecursionError:
+        return "the SQL is nested too deeply to parse"
+    except sqlglot.errors.TokenError as exc:
+        return (
+            "the SQL does not tokenize as PostgreSQL (an unterminated string, quoted name,"
+            f" dollar quote or comment?): {_first_line(exc, 'token error')}"
+        )
     except sqlglot.errors.ParseError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else "parse error"
-        return f"the SQL does not parse as PostgreSQL: {first[:300]}"
+        return f"the SQL does not parse as PostgreSQL: {_first_line(exc, 'parse error')}"
+    except Exception as exc:  # sqlglot bugs on odd input are rejections, not crashes
+        return f"the SQL could not be parsed ({type(exc).__name__}: {_first_line(exc, '')})"
+
+
+def _check_parsed(sql_text: str) -> str | None:
+    # sqlglot gives None for an empty statement (";;") and a bare Semicolon for a statement
+    # that is only a comment ("SELECT 1; -- done"): neither is a statement PostgreSQL runs.
+    statements = [
+        s
+        for s in _parse_within(sql_text, _steps(sql_text))
+        if s is not None and not isinstance(s, exp.Semicolon)
+    ]
     if len(statements) != 1:
         return f"expected exactly one statement, got {len(statements)}"
     tree = statements[0]

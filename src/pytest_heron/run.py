@@ -19,13 +19,14 @@ import psycopg
 
 from pytest_heron import __version__
 from pytest_heron.database.server import Server, choose, start
-from pytest_heron.database.states import ensure_state
+from pytest_heron.database.states import State, ensure_state
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results import document as report
 from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, new_outcome, score_question
 from pytest_heron.systems.llm.cache import default_cache_path
@@ -61,12 +62,17 @@ class HeronRun:
         kind = choose(s.backend, s.dsn)
         progress(f"backend: {kind}")
         self.server = start(kind, s.dsn)
-        built = []
-        for seed in s.seeds:
+        built: list[State] = []
+        for seed in s.seeds:  # the adapter gets a role on the first state only
             built.append(
-                ensure_state(self.server, s.scale, seed, jobs=SEED_JOBS, progress=progress)
+                ensure_state(
+                    self.server, s.scale, seed, jobs=SEED_JOBS, progress=progress, adapter=not built
+                )
             )
-        self.states = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
+        self.states = [
+            StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn, st.adapter_dsn)
+            for st in built
+        ]
         with psycopg.connect(self.server.admin_dsn) as conn:
             version = conn.execute("SHOW server_version").fetchone()
         first = built[0].manifest
@@ -133,6 +139,7 @@ class HeronRun:
         self.resumed = list(payload.get("resumed", []))
 
     def stop(self) -> None:
+        release_adapters()
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -143,7 +150,7 @@ class HeronRun:
         if self._adapter is None and self._adapter_error is None:
             s = self.settings
             ctx = BenchmarkContext(
-                dsn=self.states[0].reader_dsn,
+                dsn=self.states[0].adapter_dsn or "",  # never the scoring role's DSN
                 dialect="postgres",
                 scale=s.scale,
                 seed=s.seed,

@@ -3,8 +3,12 @@ foreign keys."""
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import os
 import re
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,7 +56,7 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
     the cores idle. This is safe: a crash can lose only the latest transactions, never
     corrupt, and the state's manifest, committed synchronously at the very end, flushes
     everything before it."""
-    conn = psycopg.connect(dsn, autocommit=True)
+    conn = psycopg.connect(dsn, autocommit=True, client_encoding="utf8")  # not PGCLIENTENCODING
     conn.execute("SET synchronous_commit = off")
     conn.execute("SET client_min_messages = warning")
     return conn
@@ -76,6 +80,45 @@ def _loader(dsn: str) -> psycopg.Connection[Any]:
 def _close_loaders() -> None:
     for key in [k for k in _LOADERS if k[0] == os.getpid()]:
         _LOADERS.pop(key).close()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent: int) -> None:
+    """Start of a seeding worker: exit as soon as the process that started it is gone.
+
+    Workers are spawned, not forked, so they hold none of the parent's database sessions
+    (forked ones kept the admin session and its build lock alive after the parent was
+    killed, and every later run waited on that lock forever). On Linux the kernel kills a
+    worker whose parent dies (PR_SET_PDEATHSIG); elsewhere, and as a backstop, a thread
+    watches the parent's pid."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the thread remains
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="heron-parent-watch", daemon=True).start()
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """The seeding workers (see :func:`_worker_init`)."""
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
 
 
 def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int) -> int:
@@ -368,7 +411,7 @@ def seed_database(
         finally:
             _close_loaders()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with _pool(jobs) as pool:
             futures = [pool.submit(_copy_range, dsn, scale, seed, *t) for t in tasks]
             for f, task in zip(futures, tasks, strict=True):
                 report(f.result(), task[0])

@@ -29,10 +29,13 @@ def _heron(*args: str) -> list[str]:
     return [sys.executable, "-m", "pytest_heron.cli", *args]
 
 
-def _without_encoding(dsn: str) -> str:
-    """``dsn`` as a user would write it (no client_encoding: the environment decides)."""
+def _as_user(dsn: str) -> tuple[str, dict[str, str]]:
+    """``dsn`` as a user would write it (no client_encoding: the environment decides), with
+    its password in the environment (``PGPASSWORD``) rather than on the command line, where
+    ``ps`` shows it; and that environment, with ``PGCLIENTENCODING=LATIN1``."""
     params = {k: str(v) for k, v in conninfo_to_dict(dsn).items() if k != "client_encoding"}
-    return make_conninfo(**params)
+    env = dict(os.environ, PGPASSWORD=params.pop("password"), PGCLIENTENCODING="LATIN1")
+    return make_conninfo(**params), env
 
 
 def _drop(server: Server) -> None:
@@ -45,10 +48,14 @@ def _drop(server: Server) -> None:
 
 def test_a_killed_seed_leaves_nothing_that_blocks_the_next(server: Server) -> None:
     _drop(server)
-    dsn = _without_encoding(server.admin_dsn)
+    dsn, env = _as_user(server.admin_dsn)
     seed = ["seed", "--scale", "tiny", "--seed", "42", "--database", DATABASE, "--jobs", "2"]
     proc = subprocess.Popen(
-        _heron(*seed, "--dsn", dsn), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        _heron(*seed, "--dsn", dsn),
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
     )
     try:
         assert proc.stderr is not None
@@ -72,7 +79,6 @@ def test_a_killed_seed_leaves_nothing_that_blocks_the_next(server: Server) -> No
         proc.wait()
     # The next build, with a client encoding that used to store mojibake, finishes; its data
     # hash exactly as the golden file says.
-    env = dict(os.environ, PGCLIENTENCODING="LATIN1")
     again = subprocess.run(
         _heron(*seed, "--dsn", dsn), capture_output=True, text=True, env=env, timeout=600
     )
@@ -91,8 +97,7 @@ def test_a_killed_seed_leaves_nothing_that_blocks_the_next(server: Server) -> No
 
 
 def test_checksums_ignore_pgclientencoding(server: Server, tiny_state: object) -> None:
-    env = dict(os.environ, PGCLIENTENCODING="LATIN1")
-    dsn = _without_encoding(server.admin_dsn)
+    dsn, env = _as_user(server.admin_dsn)
     sums = subprocess.run(
         _heron("checksum", "--dsn", dsn, "--scale", "tiny", "--seed", "42"),
         capture_output=True,
@@ -102,3 +107,14 @@ def test_checksums_ignore_pgclientencoding(server: Server, tiny_state: object) -
     )
     assert sums.returncode == 0, sums.stderr[-2000:]
     assert sums.stdout.splitlines() == GOLDEN.read_text().splitlines()
+
+
+def test_seeding_workers_let_go_of_the_parents_sessions(server: Server) -> None:
+    from pytest_heron.generate import load
+
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        assert load._live_inherited() >= 1  # this process holds a session
+        with load._pool(1) as pool:
+            assert pool.submit(load._live_inherited).result(timeout=60) == 0
+        # the worker let go without ending the parent's session
+        assert conn.execute("SELECT 1").fetchone() == (1,)

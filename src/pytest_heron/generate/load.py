@@ -3,11 +3,14 @@ foreign keys."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import gc
 import multiprocessing
 import os
 import re
 import signal
+import stat
 import sys
 import threading
 import time
@@ -85,14 +88,38 @@ def _close_loaders() -> None:
 PR_SET_PDEATHSIG = 1
 
 
-def _worker_init(parent: int) -> None:
-    """Start of a seeding worker: exit as soon as the process that started it is gone.
+def _inherited_sessions() -> list[psycopg.Connection[Any]]:
+    """The open psycopg connections this process holds whose socket is still a socket (in a
+    forked worker: the parent's sessions, until :func:`_worker_init` lets go of them)."""
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, psycopg.Connection) and not obj.closed:
+            with contextlib.suppress(psycopg.Error, OSError):
+                if stat.S_ISSOCK(os.fstat(obj.pgconn.socket).st_mode):
+                    found.append(obj)
+    return found
 
-    Workers are spawned, not forked, so they hold none of the parent's database sessions
-    (forked ones kept the admin session and its build lock alive after the parent was
-    killed, and every later run waited on that lock forever). On Linux the kernel kills a
-    worker whose parent dies (PR_SET_PDEATHSIG); elsewhere, and as a backstop, a thread
-    watches the parent's pid."""
+
+def _live_inherited() -> int:
+    """How many of the parent's sessions a worker still holds (0 after :func:`_worker_init`)."""
+    return len(_inherited_sessions())
+
+
+def _worker_init(parent: int) -> None:
+    """Start of a forked seeding worker: hold none of the parent's database sessions, and exit
+    as soon as the parent is gone.
+
+    Forked workers used to keep the parent's admin session (and the state's build lock) open
+    after the parent was killed, so every later build waited on that lock forever. Each
+    inherited session's socket is replaced by /dev/null in this process (``dup2``): the
+    parent's session is untouched (closing it here would send a Terminate on the shared
+    socket), and the fd number stays taken, so nothing written to it later reaches another
+    socket. On Linux the kernel kills a worker whose parent dies (PR_SET_PDEATHSIG); elsewhere,
+    and as a backstop, a thread watches the parent's pid."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for conn in _inherited_sessions():
+        os.dup2(null, conn.pgconn.socket)
+    os.close(null)
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -112,10 +139,11 @@ def _worker_init(parent: int) -> None:
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
-    """The seeding workers (see :func:`_worker_init`)."""
+    """The seeding workers, forked (they share the parent's warm generator; spawned ones
+    spent ~5 s each importing and building it) and made safe by :func:`_worker_init`."""
     return ProcessPoolExecutor(
         max_workers=jobs,
-        mp_context=multiprocessing.get_context("spawn"),
+        mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_init,
         initargs=(os.getpid(),),
     )

@@ -148,8 +148,9 @@ def test_reader_settings_cannot_be_escaped(tiny_state: Any) -> None:
 
 def test_a_reader_cannot_connect_to_another_state(tiny_state: Any, server: Any) -> None:
     other = ensure_state(server, "tiny", 43)
-    foreign = server.dsn(
-        other.database, user=reader_role(tiny_state.database), password="heron_reader"
-    )
+    from psycopg.conninfo import conninfo_to_dict
+
+    own = conninfo_to_dict(tiny_state.reader_dsn)  # its own role and password, elsewhere
+    foreign = server.dsn(other.database, user=str(own["user"]), password=str(own["password"]))
     got = sandbox.execute(foreign, "SELECT 1", timeout_s=5)
     assert got.error_kind == "db_error" and "permission denied" in (got.error or "")

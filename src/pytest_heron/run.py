@@ -36,6 +36,7 @@ from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document, write_results
 from pytest_heron.results.files import check_writable
 from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, score_question
@@ -96,11 +97,22 @@ class HeronRun:
         kind = choose(s.backend, s.dsn)
         progress(f"backend: {kind}")
         self.server = start(kind, s.dsn)
-        built = [
-            ensure_state(self.server, s.scale, seed, jobs=seed_jobs(), progress=progress)
-            for seed in s.seeds
+        built: list[State] = []
+        for seed in s.seeds:  # the adapter gets a role on the first state only
+            built.append(
+                ensure_state(
+                    self.server,
+                    s.scale,
+                    seed,
+                    jobs=seed_jobs(),
+                    progress=progress,
+                    adapter=not built,
+                )
+            )
+        self.states = [
+            StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn, st.adapter_dsn)
+            for st in built
         ]
-        self.states = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
         self._check_gold()
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
@@ -201,6 +213,7 @@ class HeronRun:
         self.resumed = list(payload.get("resumed", []))
 
     def stop(self) -> None:
+        release_adapters()
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -212,7 +225,7 @@ class HeronRun:
         s = self.settings
         bundle = load_bundle()
         return BenchmarkContext(
-            dsn=self.states[0].reader_dsn,
+            dsn=self.states[0].adapter_dsn or "",  # never the scoring role's DSN
             dialect="postgres",
             scale=s.scale,
             seed=s.seed,

@@ -55,7 +55,8 @@ def _order_columns(
 
 def table_checksums(dsn: str, schemas: Sequence[str]) -> Iterator[tuple[str, int, str]]:
     """``(schema.table, rows, sha256)`` for every table of ``schemas``, in name order."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    # UTF-8 whatever PGCLIENTENCODING says: the hash is over the bytes the server sends.
+    with psycopg.connect(dsn, autocommit=True, client_encoding="utf8") as conn:
         for stmt in SETTINGS:
             conn.execute(stmt)
         for schema, table in _tables(conn, schemas):

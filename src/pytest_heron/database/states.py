@@ -12,8 +12,8 @@ into a database the user prepared on a Citus cluster, and its stamp records the 
 
 from __future__ import annotations
 
-import contextlib
 import json
+import os
 import time
 import zlib
 from collections.abc import Callable
@@ -28,9 +28,12 @@ from pytest_heron.errors import BackendError, ConfigError
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.generate.load import SeedResult, seed_database
+from pytest_heron.sandbox import roles
 
-READER_PASSWORD = "heron_reader"  # SELECT-only on public benchmark data; see DECISIONS.md
 MANIFEST_FORMAT = 1
+# How long a build waits for another process's lock on the same state (a tiny state seeds in
+# ~20 s, bench in hours: the wait is long, but never silent and never endless).
+LOCK_TIMEOUT = float(os.environ.get("HERON_LOCK_TIMEOUT", "3600"))
 Progress = Callable[[str], None]
 
 
@@ -42,8 +45,9 @@ class State:
     seed: int
     database: str
     admin_dsn: str
-    reader_dsn: str
+    reader_dsn: str  # the scoring role: predictions run as it; never given to a system
     manifest: dict[str, object]
+    adapter_dsn: str | None = None  # the run's adapter role (ensure_state(adapter=True))
 
 
 def state_name(scale: str, seed: int) -> str:
@@ -90,102 +94,86 @@ def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
 
 
 def reader_role(database: str) -> str:
-    """The SELECT-only role of one state database (one role per state, so a prediction can read
-    only the state it is scored on)."""
-    return f"heron_reader_{zlib.crc32(database.encode()):08x}"
+    """The SELECT-only scoring role of one state database (one role per state, so a prediction
+    can read only the state it is scored on); see :mod:`pytest_heron.sandbox.roles`."""
+    return roles.scoring_role(database)
 
 
-def _ensure_reader(conn: psycopg.Connection[tuple[object, ...]], role: str) -> None:
-    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
-    if not exists:
-        with contextlib.suppress(psycopg.errors.DuplicateObject):  # another process was first
-            conn.execute(
-                sql.SQL(
-                    "CREATE ROLE {} LOGIN PASSWORD {} NOSUPERUSER NOCREATEDB NOCREATEROLE"
-                ).format(sql.Identifier(role), sql.Literal(READER_PASSWORD))
+def _schemas() -> list[str]:
+    return [m.name for m in load_bundle().modules]
+
+
+def _lock(conn: psycopg.Connection[tuple[object, ...]], name: str, say: Progress) -> None:
+    """Take the state's build lock, waiting at most ``LOCK_TIMEOUT`` seconds and saying who
+    holds it meanwhile; raise a :class:`BackendError` naming the holder when the wait is over."""
+    key = (4242, _lock_key(name))
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    said = 0.0
+    while True:
+        got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+        if got and got[0]:
+            return
+        holder = _lock_holder(conn, key)
+        now = time.monotonic()
+        if now >= deadline:
+            raise BackendError(
+                f"{name}: gave up after {LOCK_TIMEOUT:g}s waiting for its build lock (advisory"
+                f" lock {key[0]}/{key[1]} in database {conn.info.dbname!r}), held by {holder}."
+                " If that process is another heron building this state, let it finish; if it"
+                " is left over from a killed run, end that session (SELECT"
+                " pg_terminate_backend(<pid>)) and try again. HERON_LOCK_TIMEOUT sets the wait."
             )
-    conn.execute(
-        sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(sql.Identifier(role))
+        if now - said >= 15.0:
+            say(f"{name}: waiting for its build lock, held by {holder}")
+            said = now
+        time.sleep(0.5)
+
+
+def _lock_holder(conn: psycopg.Connection[tuple[object, ...]], key: tuple[int, int]) -> str:
+    row = conn.execute(
+        "SELECT a.pid, a.usename, a.application_name, a.state, a.backend_start::text"
+        " FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+        " WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s::int::oid"
+        " AND l.objid = %s::bigint::oid AND l.objsubid = 2"
+        " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+        (key[0], key[1] & 0xFFFFFFFF),
+    ).fetchone()
+    if row is None:
+        return "another session (gone now, or not visible to this role)"
+    pid, user, app, state, since = row
+    return f"server process {pid} (user {user!r}, application {app!r}, {state}, since {since})"
+
+
+def _grant_reader(server: Server, database: str, exclusive: bool = True) -> tuple[str, str]:
+    """Set up the state's scoring role (reset on every call): it may read the benchmark
+    schemas only and, when ``exclusive`` (heron owns the database), is the only role besides
+    the owner (and the run's adapter role) that connects. Returns ``(role, password)``."""
+    state_dsn = server.dsn(database)
+    if exclusive:
+        roles.close_database(server.admin_dsn, state_dsn, database)
+        if server.owned:
+            roles.close_maintenance_databases(server.admin_dsn)
+    return roles.prepare_scoring_role(
+        server.admin_dsn, state_dsn, database, _schemas(), key=_harness_key(server)
     )
 
 
-def _grant_reader(server: Server, database: str, exclusive: bool = True) -> None:
-    """Set up the state's reader (idempotent): it may read the benchmark schemas only and, when
-    ``exclusive`` (heron owns the database), is the only role besides the owner that connects."""
-    role = reader_role(database)
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        _ensure_reader(conn, role)
-        db = sql.Identifier(database)
-        if exclusive:
-            conn.execute(sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(db))
-        conn.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, sql.Identifier(role)))
-    with psycopg.connect(server.dsn(database), autocommit=True) as conn:
-        if exclusive:
-            conn.execute(sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
-        for schema in [m.name for m in load_bundle().modules]:
-            conn.execute(
-                sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
-                    sql.Identifier(schema), sql.Identifier(role)
-                )
-            )
-            conn.execute(
-                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-                    sql.Identifier(schema), sql.Identifier(role)
-                )
-            )
+def _harness_key(server: Server) -> str | None:
+    """The secret role passwords derive from when the admin DSN has no password (a server
+    reached by peer auth or a .pgpass file): a random key kept in the cache folder (0600)."""
+    if conninfo_to_dict(server.admin_dsn).get("password"):
+        return None
+    from pytest_heron.database.server import admin_secret
+    from pytest_heron.paths import cache_dir
+
+    folder = cache_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    return admin_secret(folder / "harness")
 
 
-# Functions a prediction has no business calling: sleeping and locking (stalling the run or
-# other sessions), changing settings or roles, signalling other backends, reading server files,
-# and dumping whole tables or schemas as XML. Revoked from PUBLIC in every state database, so the
-# reader role cannot call them; the admin role (a superuser) is unaffected.
-DANGEROUS_FUNCTIONS = (
-    "pg_sleep",
-    "pg_sleep_for",
-    "pg_sleep_until",
-    "set_config",
-    "pg_terminate_backend",
-    "pg_cancel_backend",
-    "pg_reload_conf",
-    "pg_rotate_logfile",
-    "pg_notify",
-    "pg_advisory_lock",
-    "pg_advisory_lock_shared",
-    "pg_advisory_xact_lock",
-    "pg_advisory_xact_lock_shared",
-    "pg_try_advisory_lock",
-    "pg_try_advisory_lock_shared",
-    "pg_try_advisory_xact_lock",
-    "pg_try_advisory_xact_lock_shared",
-    "pg_read_file",
-    "pg_read_binary_file",
-    "pg_ls_dir",
-    "pg_stat_file",
-    "lo_import",
-    "lo_export",
-    "query_to_xml",
-    "table_to_xml",
-    "cursor_to_xml",
-    "schema_to_xml",
-    "database_to_xml",
-    "query_to_xml_and_xmlschema",
-    "table_to_xml_and_xmlschema",
-    "schema_to_xml_and_xmlschema",
-    "database_to_xml_and_xmlschema",
-    "dblink",
-    "dblink_exec",
-)
-
-
-def lock_down(dsn: str) -> None:
-    """Revoke the dangerous functions from PUBLIC in one database (idempotent)."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        rows = conn.execute(
-            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.proname = ANY(%s) ORDER BY 1",
-            (list(DANGEROUS_FUNCTIONS),),
-        ).fetchall()
-        for (signature,) in rows:
-            conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
+# Kept here for existing imports; the list and the revocation live in sandbox/roles.py.
+DANGEROUS_FUNCTIONS = roles.DANGEROUS_FUNCTIONS
+lock_down = roles.lock_down
 
 
 def _stamp(
@@ -236,11 +224,14 @@ def ensure_state(
     replace: bool = False,
     layout: str = "standard",
     distribute: bool = True,
+    adapter: bool = False,
 ) -> State:
     """Return the state for ``(scale, seed)``, building it first if it is missing or stale.
 
     ``layout="citus"`` seeds in place into ``database``, which must exist (see
-    :func:`ensure_citus_state`); the plugin's states are always ``standard``.
+    :func:`ensure_citus_state`); the plugin's states are always ``standard``. The scoring
+    role is reset on every call; ``adapter=True`` also creates this process's adapter role
+    for the state (``State.adapter_dsn``), dropped by ``roles.release_adapters()``.
     """
     if layout not in LAYOUTS:
         raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
@@ -259,7 +250,7 @@ def ensure_state(
     name = database or state_name(scale, seed)
     building = f"{name}__building"
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        _lock(conn, name, say)
         try:
             manifest = _read_manifest(conn, name)
             if _layout(manifest) != "standard":
@@ -275,11 +266,7 @@ def ensure_state(
                 _drop(conn, building)
                 if database is None:
                     _drop_other_versions(conn, scale, seed, keep=name)
-                conn.execute(
-                    sql.SQL(
-                        "CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'"
-                    ).format(sql.Identifier(building))
-                )
+                _create_building(server, conn, building)
                 say(f"{name}: seeding scale={scale} seed={seed}")
                 result = seed_database(
                     server.dsn(building),
@@ -295,21 +282,49 @@ def ensure_state(
                 )
                 manifest = _stamp(conn, name, scale, seed, result, {"layout": "standard"})
                 say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
-            _grant_reader(server, name)
-            lock_down(server.dsn(name))
+            login = _grant_reader(server, name)
+            roles.lock_down(server.dsn(name))
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
-    return _state(server, scale, seed, name, manifest)
+    return _state(server, scale, seed, name, manifest, login, adapter)
 
 
-def _state(server: Server, scale: str, seed: int, name: str, manifest: dict[str, object]) -> State:
+def _create_building(
+    server: Server, conn: psycopg.Connection[tuple[object, ...]], building: str
+) -> None:
+    """Create the database a state is built in; no role but the admin may connect to it
+    (PUBLIC's default CONNECT is revoked at once, and the rename keeps that)."""
+    conn.execute(
+        sql.SQL("CREATE DATABASE {} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C'").format(
+            sql.Identifier(building)
+        )
+    )
+    roles.close_database(server.admin_dsn, server.dsn(building), building)
+
+
+def _state(
+    server: Server,
+    scale: str,
+    seed: int,
+    name: str,
+    manifest: dict[str, object],
+    login: tuple[str, str],
+    adapter: bool,
+) -> State:
+    adapter_dsn = None
+    if adapter:
+        role, password = roles.create_adapter_role(
+            server.admin_dsn, server.dsn(name), name, _schemas()
+        )
+        adapter_dsn = server.dsn(name, user=role, password=password)
     return State(
         scale=scale,
         seed=seed,
         database=name,
         admin_dsn=server.dsn(name),
-        reader_dsn=server.dsn(name, user=reader_role(name), password=READER_PASSWORD),
+        reader_dsn=server.dsn(name, user=login[0], password=login[1]),
         manifest=manifest,
+        adapter_dsn=adapter_dsn,
     )
 
 
@@ -369,7 +384,7 @@ def ensure_citus_state(
     name = database
     schemas = [m.name for m in load_bundle().modules]
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        conn.execute("SELECT pg_advisory_lock(4242, %s)", (_lock_key(name),))
+        _lock(conn, name, say)
         try:
             exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
             if exists.fetchone() is None:
@@ -412,10 +427,10 @@ def ensure_citus_state(
                 extra: dict[str, object] = {"layout": "citus", "distributed": distribute}
                 manifest = _stamp(conn, name, scale, seed, result, extra)
                 say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
-            _grant_reader(server, name, exclusive=False)
+            login = _grant_reader(server, name, exclusive=False)
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
-    return _state(server, scale, seed, name, manifest)
+    return _state(server, scale, seed, name, manifest, login, adapter=False)
 
 
 def _drop_other_versions(

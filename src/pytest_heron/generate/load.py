@@ -3,8 +3,15 @@ foreign keys."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
+import multiprocessing
 import os
 import re
+import signal
+import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -52,7 +59,7 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
     the cores idle. This is safe: a crash can lose only the latest transactions, never
     corrupt, and the state's manifest, committed synchronously at the very end, flushes
     everything before it."""
-    conn = psycopg.connect(dsn, autocommit=True)
+    conn = psycopg.connect(dsn, autocommit=True, client_encoding="utf8")  # not PGCLIENTENCODING
     conn.execute("SET synchronous_commit = off")
     conn.execute("SET client_min_messages = warning")
     return conn
@@ -76,6 +83,70 @@ def _loader(dsn: str) -> psycopg.Connection[Any]:
 def _close_loaders() -> None:
     for key in [k for k in _LOADERS if k[0] == os.getpid()]:
         _LOADERS.pop(key).close()
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _inherited_sessions() -> list[psycopg.Connection[Any]]:
+    """The open psycopg connections this process holds whose socket is still a socket (in a
+    forked worker: the parent's sessions, until :func:`_worker_init` lets go of them)."""
+    found = []
+    for obj in gc.get_objects():
+        if isinstance(obj, psycopg.Connection) and not obj.closed:
+            with contextlib.suppress(psycopg.Error, OSError):
+                if stat.S_ISSOCK(os.fstat(obj.pgconn.socket).st_mode):
+                    found.append(obj)
+    return found
+
+
+def _live_inherited() -> int:
+    """How many of the parent's sessions a worker still holds (0 after :func:`_worker_init`)."""
+    return len(_inherited_sessions())
+
+
+def _worker_init(parent: int) -> None:
+    """Start of a forked seeding worker: hold none of the parent's database sessions, and exit
+    as soon as the parent is gone.
+
+    Forked workers used to keep the parent's admin session (and the state's build lock) open
+    after the parent was killed, so every later build waited on that lock forever. Each
+    inherited session's socket is replaced by /dev/null in this process (``dup2``): the
+    parent's session is untouched (closing it here would send a Terminate on the shared
+    socket), and the fd number stays taken, so nothing written to it later reaches another
+    socket. On Linux the kernel kills a worker whose parent dies (PR_SET_PDEATHSIG); elsewhere,
+    and as a backstop, a thread watches the parent's pid."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for conn in _inherited_sessions():
+        os.dup2(null, conn.pgconn.socket)
+    os.close(null)
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - no prctl: the thread remains
+            pass
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="heron-parent-watch", daemon=True).start()
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """The seeding workers, forked (they share the parent's warm generator; spawned ones
+    spent ~5 s each importing and building it) and made safe by :func:`_worker_init`."""
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_init,
+        initargs=(os.getpid(),),
+    )
 
 
 def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int) -> int:
@@ -368,7 +439,7 @@ def seed_database(
         finally:
             _close_loaders()
     else:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with _pool(jobs) as pool:
             futures = [pool.submit(_copy_range, dsn, scale, seed, *t) for t in tasks]
             for f, task in zip(futures, tasks, strict=True):
                 report(f.result(), task[0])

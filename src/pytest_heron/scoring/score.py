@@ -37,6 +37,7 @@ class StateRef:
     database: str
     admin_dsn: str
     reader_dsn: str
+    adapter_dsn: str | None = None  # the system under test's DSN (first state only)
 
 
 class AdapterTimeout(Exception):

@@ -16,7 +16,9 @@ from pytest_heron.errors import AdapterError
 from pytest_heron.generate.spec import load_bundle
 from pytest_heron.paths import cache_dir
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.systems.tools import common
+from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron.systems.tools import schema_text
+from pytest_heron.systems.tools.proxy import LLMProxy
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 pytest_plugins = ["pytester"]
@@ -88,7 +90,7 @@ def _scores_like_gold(state: Any, pred: Prediction) -> None:
 
 def test_table_chunks_cover_every_table_with_its_comments() -> None:
     bundle = load_bundle()
-    chunks = common.table_chunks(bundle.ddl)
+    chunks = schema_text.table_chunks(bundle.ddl)
     assert sorted(chunks) == sorted(bundle.tables)
     cur = chunks["core.currencies"]
     assert cur.startswith("CREATE TABLE core.currencies (")
@@ -96,20 +98,20 @@ def test_table_chunks_cover_every_table_with_its_comments() -> None:
     assert "COMMENT ON COLUMN core.currencies.minor_units IS" in cur
     assert "core.countries" not in cur
     assert all(text.count("CREATE TABLE") == 1 for text in chunks.values())
-    comments = common.table_comments(bundle.ddl)
+    comments = schema_text.table_comments(bundle.ddl)
     assert sorted(comments) == sorted(bundle.tables)
     assert comments["core.currencies"].startswith("ISO 4217 currencies")
 
 
 def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
-    chunks = common.table_chunks(load_bundle().ddl)
+    chunks = schema_text.table_chunks(load_bundle().ddl)
     names = list(chunks)
-    ix = common.LexicalIndex(chunks.values())
+    ix = LexicalIndex(chunks.values())
     top = [names[i] for i in ix.top("fx rates exchange rate of the day between currencies", 10)]
     assert "core.fx_rates" in top[:3]
     assert top == [
         names[i]
-        for i in common.LexicalIndex(chunks.values()).top(
+        for i in LexicalIndex(chunks.values()).top(
             "fx rates exchange rate of the day between currencies", 10
         )
     ]
@@ -125,7 +127,7 @@ def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> Non
     with ChatStub(script) as stub:
         config = LLMConfig(endpoint=stub.url, model="m", max_attempts=1)
         llm = ChatClient(config, adapter="t", cache=ResponseCache(tmp_path / "c.sqlite3"))
-        proxy = common.LLMProxy(llm)
+        proxy = LLMProxy(llm)
         try:
             client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
             rec = proxy.record("q1")
@@ -596,7 +598,7 @@ def test_doctests_of_the_tool_modules() -> None:
     import doctest
     import importlib
 
-    for module in ("common", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
+    for module in ("schema_text", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
         result = doctest.testmod(importlib.import_module(f"pytest_heron.systems.tools.{module}"))
         assert result.attempted > 0 and result.failed == 0, module
 

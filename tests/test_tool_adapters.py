@@ -676,3 +676,23 @@ def test_din_sql_failure_keeps_the_billed_usage(tiny_state: Any, tmp_path: Path)
     assert len(stub.requests) == 3
     usage = info.value.usage  # type: ignore[attr-defined]
     assert (usage["prompt_tokens"], usage["calls"]) == (9000 + 800 + 850, 3)
+
+
+LLM_ADAPTERS = ("agent", "din-sql", "mac-sql", "raw-llm")
+
+
+def test_without_the_openai_sdk_llm_adapters_fail_prepare_with_the_pip_command() -> None:
+    import subprocess
+    import sys
+
+    code = BLOCKER.format(blocked=["openai"]) + PREPARE_ALL.format(names=[*LLM_ADAPTERS, "gold"])
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out.pop("gold") == "prepared"  # the core runs without the SDK
+    assert out == {
+        name: f"AdapterError: the {name} adapter needs the OpenAI SDK (package 'openai'); "
+        "install it with: pip install 'pytest-heron[llm]'"
+        for name in LLM_ADAPTERS
+    }

@@ -176,7 +176,7 @@ def case_a(rows: int, seed: int, repeat: int) -> None:
     gold = _case_a_rows(rows, seed)
     shuffled = _shuffled(gold, seed + 1)
     pred = _fetched(shuffled)
-    compare(gold[:60_000], pred[:60_000])  # warm-up: big results import pandas on first use
+    compare(gold[:60_000], pred[:60_000])  # warm-up (first-use imports and caches)
     rss_before = _rss_mb()
     maxrss_before = _maxrss_mb()
     best, times, cpu, result = _best_of(repeat, lambda: compare(gold, pred))

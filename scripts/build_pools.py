@@ -1,6 +1,7 @@
 """Build ``heron_data/pools.yaml``: the vendored word pools the generator samples from.
 
-Run once by hand (``python scripts/build_pools.py``) when a pool must change; the output is
+Run once by hand (``python scripts/build_pools.py``, after ``pip install -e '.[pools]'``: Faker
+is not a dependency of the package) when a pool must change; the output is
 committed, so the generated data never depends on the installed Faker version. Changing the pools
 changes the data: bump ``DATA_VERSION`` in ``pytest_heron/generate/__init__.py`` and say why in
 DECISIONS.md.

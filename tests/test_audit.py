@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_heron import audit
+from pytest_heron.database.introspect import foreign_keys
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import ensure_state
 from pytest_heron.dataset.questions import load_questions
@@ -36,7 +37,8 @@ def state_dsns(server: Server) -> dict[str, list[str]]:
 @pytest.fixture(scope="session")
 def mutant_results(state_dsns: dict[str, list[str]]) -> dict[str, list[audit.MutantResult]]:
     everywhere = [d for s in SCALES for d in state_dsns[s]]
-    return {q.id: audit.mutant_results(q, everywhere) for q in QUESTIONS}
+    fks = foreign_keys(everywhere[0])
+    return {q.id: audit.mutant_results(q, everywhere, fks) for q in QUESTIONS}
 
 
 @pytest.mark.parametrize("check", STATIC)

@@ -110,7 +110,7 @@ def test_big_results_shuffled_and_permuted() -> None:
 
 
 def test_big_results_across_number_types() -> None:
-    ints = [(k % 997, 2**60 + k) for k in range(60_000)]  # 120,000 codes: grouped by pandas
+    ints = [(k % 997, 2**60 + k) for k in range(60_000)]  # 120,000 codes: the big-result path
     as_decimals = [(Decimal(a), Decimal(b)) for a, b in reversed(ints)]
     assert compare(ints, as_decimals).equal
     as_floats = [(float(a), b) for a, b in ints]  # small ints as floats: equal

@@ -18,6 +18,8 @@ MODULES = [
     "pytest_heron.systems.llm.extract",
     "pytest_heron.database.server",
     "pytest_heron.dataset.catalogue",
+    "pytest_heron.database.introspect",
+    "pytest_heron.systems.retrieval.lexical",
 ]
 
 

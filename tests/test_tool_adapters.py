@@ -16,7 +16,9 @@ from pytest_heron.errors import AdapterError
 from pytest_heron.generate.spec import load_bundle
 from pytest_heron.paths import cache_dir
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.systems.tools import common
+from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron.systems.tools import schema_text
+from pytest_heron.systems.tools.proxy import LLMProxy
 from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 pytest_plugins = ["pytester"]
@@ -89,7 +91,7 @@ def _scores_like_gold(state: Any, pred: Prediction) -> None:
 
 def test_table_chunks_cover_every_table_with_its_comments() -> None:
     bundle = load_bundle()
-    chunks = common.table_chunks(bundle.ddl)
+    chunks = schema_text.table_chunks(bundle.ddl)
     assert sorted(chunks) == sorted(bundle.tables)
     cur = chunks["core.currencies"]
     assert cur.startswith("CREATE TABLE core.currencies (")
@@ -97,20 +99,20 @@ def test_table_chunks_cover_every_table_with_its_comments() -> None:
     assert "COMMENT ON COLUMN core.currencies.minor_units IS" in cur
     assert "core.countries" not in cur
     assert all(text.count("CREATE TABLE") == 1 for text in chunks.values())
-    comments = common.table_comments(bundle.ddl)
+    comments = schema_text.table_comments(bundle.ddl)
     assert sorted(comments) == sorted(bundle.tables)
     assert comments["core.currencies"].startswith("ISO 4217 currencies")
 
 
 def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
-    chunks = common.table_chunks(load_bundle().ddl)
+    chunks = schema_text.table_chunks(load_bundle().ddl)
     names = list(chunks)
-    ix = common.LexicalIndex(chunks.values())
+    ix = LexicalIndex(chunks.values())
     top = [names[i] for i in ix.top("fx rates exchange rate of the day between currencies", 10)]
     assert "core.fx_rates" in top[:3]
     assert top == [
         names[i]
-        for i in common.LexicalIndex(chunks.values()).top(
+        for i in LexicalIndex(chunks.values()).top(
             "fx rates exchange rate of the day between currencies", 10
         )
     ]
@@ -126,7 +128,7 @@ def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> Non
     with ChatStub(script) as stub:
         config = LLMConfig(endpoint=stub.url, model="m", max_attempts=1)
         llm = ChatClient(config, adapter="t", cache=ResponseCache(tmp_path / "c.sqlite3"))
-        proxy = common.LLMProxy(llm)
+        proxy = LLMProxy(llm)
         try:
             client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
             rec = proxy.record("q1")
@@ -597,7 +599,7 @@ def test_doctests_of_the_tool_modules() -> None:
     import doctest
     import importlib
 
-    for module in ("common", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
+    for module in ("schema_text", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
         result = doctest.testmod(importlib.import_module(f"pytest_heron.systems.tools.{module}"))
         assert result.attempted > 0 and result.failed == 0, module
 
@@ -675,3 +677,23 @@ def test_din_sql_failure_keeps_the_billed_usage(tiny_state: Any, tmp_path: Path)
     assert len(stub.requests) == 3
     usage = info.value.usage  # type: ignore[attr-defined]
     assert (usage["prompt_tokens"], usage["calls"]) == (9000 + 800 + 850, 3)
+
+
+LLM_ADAPTERS = ("agent", "din-sql", "mac-sql", "raw-llm")
+
+
+def test_without_the_openai_sdk_llm_adapters_fail_prepare_with_the_pip_command() -> None:
+    import subprocess
+    import sys
+
+    code = BLOCKER.format(blocked=["openai"]) + PREPARE_ALL.format(names=[*LLM_ADAPTERS, "gold"])
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out.pop("gold") == "prepared"  # the core runs without the SDK
+    assert out == {
+        name: f"AdapterError: the {name} adapter needs the OpenAI SDK (package 'openai'); "
+        "install it with: pip install 'pytest-heron[llm]'"
+        for name in LLM_ADAPTERS
+    }

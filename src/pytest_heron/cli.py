@@ -203,7 +203,7 @@ def _recall(args: argparse.Namespace) -> int:
     conditions = {
         "method": args.method,
         "model": {
-            "bm25": "BM25 (bm25s, Snowball stems)",
+            "bm25": "BM25 (Lucene variant, k1 1.5, b 0.75, Snowball stems)",
             "embedding": "all-MiniLM-L6-v2 (numpy, first 256 word pieces)",
         }[args.method],
         "fields": "whole table document + qualified name, scores summed",

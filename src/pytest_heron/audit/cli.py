@@ -12,6 +12,7 @@ from pytest_heron.audit.static import duplicate_problems, static_problems
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_heron.database.introspect import foreign_keys
     from pytest_heron.database.server import embedded
     from pytest_heron.database.states import ensure_state
     from pytest_heron.dataset.questions import load_questions
@@ -42,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for scale in args.scales.split(",")
         }
         everywhere = [d for dsns in by_scale.values() for d in dsns]
+        fks = foreign_keys(everywhere[0])  # the same schema in every state: read once
         for q in questions:
             problems = dict(static_problems(q))
             if q.id in dups:
@@ -52,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "ok" if not problems else "; ".join(f"{k}: {v}" for k, v in problems.items())
             )
             if not args.no_mutants and not problems:
-                res = results[q.id] = mutant_results(q, everywhere)
+                res = results[q.id] = mutant_results(q, everywhere, fks)
                 alive = [r for r in res if not r.killed_any and not r.equivalent]
                 equal = sum(1 for r in res if not r.killed_any and r.equivalent)
                 line += (

@@ -1,40 +1,30 @@
-"""Dynamic checks of gold SQL on every state: it runs, returns rows, keeps its shape and has no
-ties at a LIMIT boundary."""
+"""Dynamic checks of gold SQL on every state: it runs, returns rows, keeps its columns and has no
+ties at a LIMIT boundary.
+
+Gold runs through the benchmark's one executor (:func:`pytest_heron.sandbox.execute`, without the
+statement guard: gold is trusted), so the audit sees gold exactly as scoring does: the same pinned
+read-only session, cancel timer and row cap (a gold result over the cap fails here as it would
+fail scoring).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-import psycopg
+from sqlglot import exp
 
 from pytest_heron import compare
-from pytest_heron.sandbox.execute import pin_session
+from pytest_heron.sandbox.execute import MAX_ROWS, ExecResult, execute
 from pytest_heron.sandbox.statement import parse_sql
 from pytest_heron.types import Question
 
-
-@dataclass
-class Run:
-    ok: bool
-    rows: list[tuple[Any, ...]] = field(default_factory=list)
-    types: tuple[int, ...] = ()
-    error: str = ""
+TIMEOUT_S = 60.0  # statement timeout of every audit query
 
 
-def run(dsn: str, sql: str, timeout_s: float = 60.0) -> Run:
-    """Execute read-only with pinned settings; never raises for SQL errors."""
-    try:
-        with psycopg.connect(dsn, autocommit=False, connect_timeout=10) as conn:
-            pin_session(conn, timeout_s)
-            cur = conn.execute(sql)
-            rows = cur.fetchall()
-            types = tuple(d.type_code for d in cur.description or [])
-            conn.rollback()
-            return Run(True, rows, types)
-    except psycopg.Error as exc:
-        return Run(False, error=(exc.diag.message_primary or str(exc)).strip())
+def run_gold(dsn: str, sql: str, *, max_rows: int = MAX_ROWS) -> ExecResult:
+    """``sql`` (gold or a mutant of it) on ``dsn`` with the audit's limits; never raises for SQL
+    errors."""
+    return execute(dsn, sql, timeout_s=TIMEOUT_S, guard=False, max_rows=max_rows)
 
 
 def limit_ties(dsn: str, sql: str) -> str | None:
@@ -49,10 +39,12 @@ def limit_ties(dsn: str, sql: str) -> str | None:
         n = int(limit.expression.name)
     except (AttributeError, ValueError):
         return None
-    unlimited = tree.copy()
-    unlimited.set("limit", None)
-    unlimited.set("offset", None)
-    got = run(dsn, unlimited.sql(dialect="postgres"))
+    # the first n + 1 rows without OFFSET: rows n and n + 1 have the same ORDER BY keys under
+    # every order the query allows, so this is the unlimited query's boundary
+    widened = tree.copy()
+    widened.set("limit", exp.Limit(expression=exp.Literal.number(n + 1)))
+    widened.set("offset", None)
+    got = run_gold(dsn, widened.sql(dialect="postgres"), max_rows=n + 1)
     if not got.ok or len(got.rows) <= n or not keys:
         return None
     inside, outside = got.rows[n - 1], got.rows[n]
@@ -64,7 +56,7 @@ def limit_ties(dsn: str, sql: str) -> str | None:
 def state_problems(q: Question, dsns: Sequence[str]) -> dict[str, str]:
     """Problems found by running gold on every state."""
     problems: dict[str, str] = {}
-    runs = [run(d, q.gold_sql) for d in dsns]
+    runs = [run_gold(d, q.gold_sql) for d in dsns]
     for i, r in enumerate(runs):
         if not r.ok:
             problems["executes"] = f"state {i + 1}: {r.error}"
@@ -76,8 +68,8 @@ def state_problems(q: Question, dsns: Sequence[str]) -> dict[str, str]:
         problems["rows"] = "gold returned no rows on " + ", ".join(
             f"state {i + 1}" for i, r in enumerate(runs) if not r.rows
         )
-    if len({r.types for r in runs}) > 1:
-        problems["stable"] = "column types differ between states"
+    if len({tuple(r.columns) for r in runs}) > 1:
+        problems["stable"] = "the result columns differ between states"
     for d in dsns:
         tie: str | None = limit_ties(d, q.gold_sql)
         if tie:

@@ -4,24 +4,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import psycopg
 import yaml
 from sqlglot import exp
 
 from pytest_heron import compare
-from pytest_heron.audit.gold import run
+from pytest_heron.audit.gold import run_gold
+from pytest_heron.database.introspect import ForeignKey, by_column, foreign_keys
 from pytest_heron.sandbox.statement import parse_sql
 from pytest_heron.types import Question
 
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(.*)$")
-
-
-# -- execution ----------------------------------------------------------------------------------
 
 
 # -- mutants ------------------------------------------------------------------------------------
@@ -135,35 +132,12 @@ def equivalents() -> dict[str, dict[str, str]]:
     return {str(k): {str(d): str(r) for d, r in (v or {}).items()} for k, v in doc.items()}
 
 
-_FK_CACHE: dict[str, dict[tuple[str, str], tuple[str, str, bool]]] = {}
-
-
-def foreign_keys(dsn: str) -> dict[tuple[str, str], tuple[str, str, bool]]:
-    """``(child table, column) -> (parent table, column, child column NOT NULL)`` for every
-    single-column foreign key of the database (cached per DSN)."""
-    if dsn not in _FK_CACHE:
-        with psycopg.connect(dsn) as conn:
-            rows = conn.execute(
-                """SELECT cn.nspname || '.' || cl.relname, ca.attname,
-                          pn.nspname || '.' || pl.relname, pa.attname, ca.attnotnull
-                   FROM pg_constraint c
-                   JOIN pg_class cl ON cl.oid = c.conrelid
-                   JOIN pg_namespace cn ON cn.oid = cl.relnamespace
-                   JOIN pg_class pl ON pl.oid = c.confrelid
-                   JOIN pg_namespace pn ON pn.oid = pl.relnamespace
-                   JOIN pg_attribute ca ON ca.attrelid = c.conrelid AND ca.attnum = c.conkey[1]
-                   JOIN pg_attribute pa ON pa.attrelid = c.confrelid AND pa.attnum = c.confkey[1]
-                   WHERE c.contype = 'f' AND cardinality(c.conkey) = 1"""
-            ).fetchall()
-        _FK_CACHE[dsn] = {(r[0], r[1]): (r[2], r[3], bool(r[4])) for r in rows}
-    return _FK_CACHE[dsn]
-
-
-def join_equivalence(sql: str, index: int, fks: dict[tuple[str, str], Any]) -> str | None:
+def join_equivalence(sql: str, index: int, fks: Mapping[tuple[str, str], ForeignKey]) -> str | None:
     """Why switching join number ``index`` (0-based) between INNER and LEFT cannot change the
     result, or None. It cannot when the join follows a NOT NULL foreign key from a table already
     in the query (not itself NULL-extended by a LEFT JOIN) to the joined table's key: every row
-    then has exactly one partner."""
+    then has exactly one partner. ``fks``: :func:`~pytest_heron.database.introspect.by_column`
+    of the database's keys."""
     tree = parse_sql(sql)
     joins = list(tree.find_all(exp.Join))
     if index >= len(joins):
@@ -189,9 +163,11 @@ def join_equivalence(sql: str, index: int, fks: dict[tuple[str, str], Any]) -> s
                 continue
             child = aliases.get(other.table)
             fk = fks.get((child, other.name)) if child else None
-            if fk and fk[0] == aliases[target] and fk[1] == mine.name and fk[2]:
+            parent_key = (aliases[target], mine.name)
+            if fk and (fk.ref_table, fk.ref_column) == parent_key and fk.not_null:
                 return (
-                    f"{child}.{other.name} is NOT NULL and references {fk[0]}.{fk[1]}: "
+                    f"{child}.{other.name} is NOT NULL and references {fk.ref_table}."
+                    f"{fk.ref_column}: "
                     "every row has exactly one partner"
                 )
             # The joined table holds children generated per row of the other table, at least
@@ -229,22 +205,27 @@ def _spec_kind(fq: str, column: str) -> str | None:
     return next((c.kind for c in spec.columns if c.name == column), None)
 
 
-def mutant_results(q: Question, dsns: Sequence[str]) -> list[MutantResult]:
-    gold = [run(d, q.gold_sql) for d in dsns]
+def mutant_results(
+    q: Question, dsns: Sequence[str], fks: Sequence[ForeignKey] | None = None
+) -> list[MutantResult]:
+    """Every mutant of ``q``'s gold run on every state of ``dsns``. ``fks``: the foreign keys of
+    the states (:func:`~pytest_heron.database.introspect.foreign_keys`); read from the first
+    state when not given (a caller auditing many questions reads them once and passes them)."""
+    gold = [run_gold(d, q.gold_sql) for d in dsns]
     keys = compare.order_keys(q.gold_sql)
     known = dict(equivalents().get(q.id, {}))
-    fks = foreign_keys(dsns[0])
+    columns = by_column(foreign_keys(dsns[0]) if fks is None else fks)
     for desc, _ in mutants(q.gold_sql):
         m = re.match(r"^(?:INNER JOIN -> LEFT JOIN|LEFT JOIN -> INNER JOIN) #(\d+) ", desc)
         if m and desc not in known:
-            reason = join_equivalence(q.gold_sql, int(m.group(1)) - 1, fks)
+            reason = join_equivalence(q.gold_sql, int(m.group(1)) - 1, columns)
             if reason:
                 known[desc] = reason
     results = []
     for desc, sql in mutants(q.gold_sql):
         differs = []
         for d, g in zip(dsns, gold, strict=True):
-            got = run(d, sql)
+            got = run_gold(d, sql)
             differs.append(not got.ok or not compare.compare(g.rows, got.rows, order=keys).equal)
         results.append(MutantResult(desc, differs[0], any(differs), known.get(desc)))
     return results

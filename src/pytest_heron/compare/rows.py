@@ -30,7 +30,6 @@ from pytest_heron.compare.values import Key, Row, coarse, row_close, row_sort_ke
 
 _PAIR_BUDGET: Final = 250_000
 _MAX_TOLERANT_ROWS: Final = 200_000
-_HASH_GROUPING: Final = 100_000  # codes (both sides) from which pandas groups them
 
 
 class RowChecker:
@@ -397,14 +396,11 @@ class RowChecker:
 
 
 def group_codes(codes: U64) -> tuple[npt.NDArray[np.intp], int]:
-    """A label per code (equal codes, equal labels) and the number of labels."""
-    if len(codes) < _HASH_GROUPING:
-        uniques, labels = np.unique(codes, return_inverse=True)
-        return labels.astype(np.intp, copy=False), len(uniques)
-    import pandas as pd  # only for big results: a heavy import, but hashing beats sorting
-
-    hashed, uniques = pd.factorize(codes)
-    return hashed.astype(np.intp, copy=False), len(uniques)
+    """A label per code (equal codes, equal labels) and the number of labels. Callers use the
+    labels only to count and to find each label's first row, so any labelling gives the same
+    answer (numpy's sorted one; pandas' hashing ``factorize`` was dropped with pandas)."""
+    uniques, labels = np.unique(codes, return_inverse=True)
+    return labels.reshape(-1).astype(np.intp, copy=False), len(uniques)
 
 
 def take(indices: Iterable[int], keys: list[Key], need: dict[Key, int]) -> list[int]:

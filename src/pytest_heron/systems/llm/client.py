@@ -98,6 +98,7 @@ __all__ = [
     "deadline_after",
     "default_cache_path",
     "extract_sql",
+    "require_sdk",
 ]
 
 if TYPE_CHECKING:
@@ -566,12 +567,26 @@ def _error_message(exc: Any) -> str:
     return str(getattr(exc, "message", exc))[:500]
 
 
+def require_sdk(adapter: str) -> None:
+    """Raise AdapterError with the pip command when the ``openai`` package is missing."""
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise AdapterError(
+            f"the {adapter} adapter needs the OpenAI SDK (package 'openai'); "
+            "install it with: pip install 'pytest-heron[llm]'"
+        ) from None
+
+
 def client_for(
     ctx: BenchmarkContext, adapter: str, adapter_version: str | None, **overrides: Any
 ) -> ChatClient:
     """The client an adapter uses, from ``ctx.llm`` (``--heron-endpoint``, ``--heron-model``,
     ``--heron-temperature``, ``--heron-cache``, ``--heron-offline``) and ``ctx.limits``
-    (``--heron-timeout``); ``overrides`` replace :class:`LLMConfig` fields."""
+    (``--heron-timeout``); ``overrides`` replace :class:`LLMConfig` fields. Without the OpenAI
+    SDK (the ``llm`` extra) it raises AdapterError naming the pip command, so an LLM adapter
+    fails at prepare."""
+    require_sdk(adapter)
     config = LLMConfig.from_context(ctx, **overrides)
     path = ctx.llm.cache_path
     cache = ResponseCache(Path(path) if path else default_cache_path())

@@ -4,10 +4,10 @@ Before writing SQL against 211 tables, a text-to-SQL system has to pick the few 
 matter. This module ranks every table of the schema for a question, with two deterministic,
 fully offline rankers:
 
-- ``bm25``: Okapi BM25 (the ``bm25s`` package, Lucene variant, k1 = 1.5, b = 0.75) over words:
-  lowercase, split on anything not a letter or digit (so snake_case and ``schema.table`` fall
-  apart into words), English stop words removed, Snowball-stemmed (PyStemmer); the score is
-  the sum of BM25 on the whole document and BM25 on the qualified name alone.
+- ``bm25``: Okapi BM25 (:mod:`.lexical`: Lucene variant, k1 = 1.5, b = 0.75, pure Python) over
+  words: lowercase, split on anything not a letter or digit (so snake_case and ``schema.table``
+  fall apart into words), English stop words removed, Snowball-stemmed; the score is the sum of
+  BM25 on the whole document and BM25 on the qualified name alone.
 - ``embedding``: cosine similarity between all-MiniLM-L6-v2 embeddings (see
   :mod:`.minilm`) of the question and of each table's document, plus the same
   between the question and the table's qualified name.
@@ -25,27 +25,41 @@ context: per question, the share of its gold tables among the top k (partial cre
 all-or-nothing), averaged over questions, as a percentage.
 
 Adapters can call :func:`rank_tables` (or keep a :func:`ranker`) to choose the tables they put
-in their context. Each ranker needs its extra (``pytest-heron[bm25]``,
-``pytest-heron[embedding]``); a missing one raises :class:`HeronError` naming the pip command.
+in their context. ``bm25`` needs nothing beyond the core; ``embedding`` needs its extra
+(``pytest-heron[embedding]``), and without it raises :class:`HeronError` naming the pip command.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.dataset.catalogue import parse_ddl
 from pytest_heron.errors import HeronError
+from pytest_heron.systems.retrieval.lexical import LexicalIndex, terms, words
+
+__all__ = [
+    "METHODS",
+    "Bm25Ranker",
+    "EmbeddingRanker",
+    "Ranker",
+    "TableDoc",
+    "build_ranker",
+    "name_words",
+    "order_by_score",
+    "parse_catalogue",
+    "rank_tables",
+    "ranker",
+    "table_docs",
+    "words",
+]
 
 METHODS = ("bm25", "embedding")
-
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 @dataclass(frozen=True)
@@ -90,12 +104,6 @@ def table_docs() -> tuple[TableDoc, ...]:
     return tuple(sorted(parse_catalogue(load_bundle().ddl), key=lambda d: d.table))
 
 
-def words(text: str) -> list[str]:
-    """Lowercase runs of letters and digits: ``"orders.order_lines"`` gives orders, order,
-    lines."""
-    return _WORD.findall(text.lower())
-
-
 def order_by_score(tables: Sequence[str], scores: Iterable[float]) -> list[str]:
     """Tables by descending score, equal scores by ascending name."""
     pairs = sorted(zip(tables, scores, strict=True), key=lambda p: (-float(p[1]), p[0]))
@@ -109,15 +117,9 @@ class Ranker(Protocol):
     def rank(self, question: str) -> list[str]: ...
 
 
-def _missing(extra: str) -> HeronError:
-    return HeronError(
-        f"the {extra} ranker needs the {extra} extra: pip install 'pytest-heron[{extra}]'"
-    )
-
-
 class Bm25Ranker:
     """BM25 over two fields of each table, the sum of their scores: the whole document, and the
-    qualified name alone (``bm25s``, numpy backend, float64 scores, library defaults).
+    qualified name alone (:class:`~.lexical.LexicalIndex`, one index per field).
 
     The name field exists because the central tables (tenants, customers, orders, products)
     are mentioned in the columns and comments of dozens of others: in the whole-document field
@@ -128,33 +130,24 @@ class Bm25Ranker:
     method = "bm25"
 
     def __init__(self, docs: Sequence[TableDoc]) -> None:
-        try:
-            import bm25s
-            import Stemmer
-            from bm25s.stopwords import STOPWORDS_EN
-        except ImportError:
-            raise _missing("bm25") from None
         self.tables = [d.table for d in docs]
-        self._stem = Stemmer.Stemmer("english").stemWord
-        self._stop = frozenset(STOPWORDS_EN)
-        self._fields: list[tuple[Any, frozenset[str]]] = []
-        for corpus in ([self.terms(d.text) for d in docs], [self.terms(d.table) for d in docs]):
-            index = bm25s.BM25(dtype="float64")
-            index.index(corpus, show_progress=False)
-            self._fields.append((index, frozenset(t for doc in corpus for t in doc)))
+        self._fields: list[LexicalIndex] = []
+        for field in ([d.text for d in docs], [d.table for d in docs]):
+            index = LexicalIndex()
+            for text in field:
+                index.add(text)
+            self._fields.append(index)
 
     def terms(self, text: str) -> list[str]:
         """The indexed terms of ``text``: words minus stop words, stemmed."""
-        return [self._stem(w) for w in words(text) if w not in self._stop]
+        return terms(text)
 
     def scores(self, question: str) -> list[float]:
         """One score per table, in the order of :attr:`tables`."""
         total = np.zeros(len(self.tables), dtype=np.float64)
-        terms = self.terms(question)
-        for index, vocab in self._fields:
-            known = [t for t in terms if t in vocab]
-            if known:
-                total += index.get_scores(known)
+        query = terms(question)
+        for index in self._fields:
+            total += np.asarray(index.term_scores(query), dtype=np.float64)
         return [float(x) for x in total]
 
     def rank(self, question: str) -> list[str]:

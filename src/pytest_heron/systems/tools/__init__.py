@@ -9,5 +9,5 @@ One module each, registered by entry point (``pyproject.toml``, group ``pytest_h
   methods, written from the papers over :mod:`pytest_heron.llm`.
 
 The third-party tools are optional extras; importing this package imports none of them, and a
-missing extra fails at ``prepare`` with the pip command to run (:func:`.common.require`).
+missing extra fails at ``prepare`` with the pip command to run (:func:`.schema_text.require`).
 """

@@ -34,16 +34,16 @@ from __future__ import annotations
 import re
 import time
 
+from pytest_heron.database.introspect import column_pairs, foreign_keys
 from pytest_heron.dataset.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import ChatClient, Meter, client_for, extract_sql
-from pytest_heron.systems.tools.common import (
+from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron.systems.tools.schema_text import (
     FALLBACK_TABLES,
-    LexicalIndex,
     fk_lines,
     fks_among,
-    foreign_keys,
     schema_model,
     table_chunks,
     tables_mentioned,
@@ -185,7 +185,7 @@ class DinSqlAdapter(MeteredAdapter):
         self.tables = schema_model(ctx.schema_ddl)
         self.chunks = table_chunks(ctx.schema_ddl)
         self.index = LexicalIndex(self.chunks.values())
-        self.fks = foreign_keys(ctx.dsn, self.tables)
+        self.fks = column_pairs(foreign_keys(ctx.dsn), self.tables)
         self.link_system = LINK_SYSTEM.format(
             schema=compact_schema(list(self.tables.values())), fks=fk_lines(self.fks)
         )

@@ -3,7 +3,7 @@
 
 The chain is ``create_sql_query_chain`` (``langchain_classic.chains``; it left the ``langchain``
 package in 1.0) over a ``langchain_community`` ``SQLDatabase`` on the read-only DSN, with
-``ChatOpenAI`` pointed at this adapter's :class:`~.common.LLMProxy` (the project's LLM layer:
+``ChatOpenAI`` pointed at this adapter's :class:`~.proxy.LLMProxy` (the project's LLM layer:
 cache, offline replay, meter). The
 chain's PostgreSQL prompt gets, per table, the ``CREATE TABLE`` SQLAlchemy reflects, the column
 comments (``get_col_comments=True``) and three sample rows, LangChain's default; its row limit
@@ -29,12 +29,8 @@ from typing import Any
 
 from pytest_heron.errors import AdapterError
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
-from pytest_heron.systems.tools.common import (
-    LLMProxy,
-    require,
-    table_comments,
-    tables_mentioned,
-)
+from pytest_heron.systems.tools.proxy import LLMProxy
+from pytest_heron.systems.tools.schema_text import require, table_comments, tables_mentioned
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 MAX_TABLES = 10

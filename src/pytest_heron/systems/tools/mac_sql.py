@@ -36,16 +36,16 @@ import time
 from typing import Any
 
 from pytest_heron import sandbox
+from pytest_heron.database.introspect import column_pairs, foreign_keys
 from pytest_heron.dataset.catalogue import TableInfo, first_sentence
 from pytest_heron.errors import AdapterError
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import ChatClient, Meter, client_for, extract_sql
-from pytest_heron.systems.tools.common import (
+from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron.systems.tools.schema_text import (
     FALLBACK_TABLES,
-    LexicalIndex,
     fk_lines,
     fks_among,
-    foreign_keys,
     schema_model,
     table_chunks,
     tables_mentioned,
@@ -189,7 +189,7 @@ class MacSqlAdapter(MeteredAdapter):
         chunks = table_chunks(ctx.schema_ddl)
         self.index = LexicalIndex(chunks.values())
         self.index_names = list(chunks)  # the index answers positions in this order
-        self.fks = foreign_keys(ctx.dsn, self.tables)
+        self.fks = column_pairs(foreign_keys(ctx.dsn), self.tables)
         everything = list(self.tables.values())
         self.selector_system = SELECTOR_SYSTEM.format(
             schema=schema_block(everything, {}, brief=True), fks=fk_lines(self.fks)

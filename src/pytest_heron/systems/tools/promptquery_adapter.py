@@ -6,7 +6,7 @@ Each question runs ``python -m promptquery --query QUESTION --out json --model o
 benchmark) on the read-only DSN. PromptQuery ranks the tables with TF-IDF, lets the LLM pick up
 to 15, adds foreign-key neighbours, asks the LLM for SQL, runs it read-only and, on a database
 error, asks once for a repair. Its OpenAI client honours ``OPENAI_BASE_URL``; the adapter sets it
-to its :class:`~.common.LLMProxy` (the project's LLM layer: cache, offline replay, meter), sets
+to its :class:`~.proxy.LLMProxy` (the project's LLM layer: cache, offline replay, meter), sets
 ``OPENAI_API_KEY`` to a placeholder (the real key stays with the LLM layer), and removes
 ``ANTHROPIC_API_KEY`` from the child's environment so the provider is the one asked for.
 PromptQuery always asks for temperature 0; ``--heron-temperature`` does not reach it.
@@ -34,7 +34,8 @@ from typing import Any
 
 from pytest_heron.errors import AdapterError
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, attach_usage, client_for
-from pytest_heron.systems.tools.common import LLMProxy, Recording, require
+from pytest_heron.systems.tools.proxy import LLMProxy, Recording
+from pytest_heron.systems.tools.schema_text import require
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 GENERATOR_MARK = "You are a senior data engineer writing PostgreSQL queries."

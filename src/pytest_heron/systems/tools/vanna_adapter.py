@@ -16,14 +16,15 @@ question/SQL pairs: the system starts from the schema alone, like every other ad
 
 Vanna's stock vector stores embed with a model downloaded at run time (ChromaDB's default ONNX
 model) or a hosted service; neither works offline, so the store here is Vanna's own storage
-interface (``add_ddl``, ``get_related_ddl``, ...) over :class:`~.common.LexicalIndex`, keeping
-Vanna's default of 10 results per kind. The LLM is Vanna's ``OpenAI_Chat`` with an
-``openai.OpenAI`` client whose base URL is this adapter's :class:`~.common.LLMProxy`, so its
+interface (``add_ddl``, ``get_related_ddl``, ...) over the project's BM25 index
+(:class:`pytest_heron.systems.retrieval.lexical.LexicalIndex`), keeping Vanna's default of 10
+results per kind. The LLM is Vanna's ``OpenAI_Chat`` with an
+``openai.OpenAI`` client whose base URL is this adapter's :class:`~.proxy.LLMProxy`, so its
 calls go through the project's LLM layer (cache, offline replay, meter). Intermediate SQL runs
 in the benchmark's sandbox on the read-only DSN.
 
 Reports: the SQL, billed usage (from the LLM layer's meter), and ``tables_in_context``: the
-tables whose ``CREATE TABLE`` was in a prompt Vanna sent.
+tables whose DDL text (the chunk it was trained on) was in a prompt Vanna sent.
 """
 
 from __future__ import annotations
@@ -33,13 +34,9 @@ from typing import Any
 from pytest_heron.dataset.catalogue import parse_ddl
 from pytest_heron.errors import AdapterError
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
-from pytest_heron.systems.tools.common import (
-    LexicalIndex,
-    LLMProxy,
-    created_tables,
-    require,
-    table_chunks,
-)
+from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron.systems.tools.proxy import LLMProxy
+from pytest_heron.systems.tools.schema_text import chunks_in, require, table_chunks
 from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 N_RESULTS = 10  # Vanna's default number of retrieved items per kind
@@ -128,6 +125,7 @@ class VannaAdapter:
         self.proxy: LLMProxy | None = None
         self.vn: Any = None
         self.dsn = ""
+        self.chunks: dict[str, str] = {}
         self.statement_timeout = 30.0
         self.timeout = 120.0
 
@@ -151,7 +149,8 @@ class VannaAdapter:
         self.vn.run_sql = self._run_sql
         self.vn.run_sql_is_set = True
         # vn.train(ddl=...) is add_ddl(...) after printing the whole DDL; call it directly
-        for ddl in table_chunks(ctx.schema_ddl).values():
+        self.chunks = table_chunks(ctx.schema_ddl)
+        for ddl in self.chunks.values():
             self.vn.add_ddl(ddl)
         for doc in schema_documentation(ctx.schema_ddl):
             self.vn.add_documentation(doc)
@@ -184,7 +183,7 @@ class VannaAdapter:
             raise AdapterError("vanna sent no request to the LLM")
         return Prediction(
             sql=str(sql or "").strip(),
-            tables_in_context=created_tables(prompts),
+            tables_in_context=chunks_in(prompts, self.chunks),
             usage=recording.usage(),
             trace={"replies": [reply for _, reply in recording.chats()]},
         )

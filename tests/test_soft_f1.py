@@ -170,3 +170,10 @@ def test_score_does_not_depend_on_the_hash_seed() -> None:
         scores.append(json.loads(done.stdout))
     assert 0.0 < scores[0] < 1.0
     assert scores == [scores[0]] * 3
+
+
+def test_colliding_codes_do_not_make_row_order_matter() -> None:
+    # '' and 0 share the 64-bit code 0: rows grouped by code must still pair by their keys
+    gold = [(None, None), (None, None), (None, 0), (None, "")]
+    pred = [(None, None), (None, 0.0), (None, "")]
+    assert soft_f1(gold, pred) == soft_f1(gold, list(reversed(pred))) == pytest.approx(6 / 7)

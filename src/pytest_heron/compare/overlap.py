@@ -16,7 +16,8 @@ comparator itself decides whether a whole answer is right).
    (all columns, then every subset of all but one, ...; subsets of one size in lexicographic
    order).  A round pairs the still unpaired gold and predicted rows whose keys agree on that
    subset, as many as possible.  Within a group of agreeing rows, rows are taken in a canonical
-   order of their keys (not their order in the result, and not by hash), so the outcome depends
+   order of their keys (not their order in the result, and not by hash; codes can collide, so
+   this holds from the first round on), so the outcome depends
    on neither the order of the rows nor the interpreter's hash seed.  At most
    :data:`_MAX_SUBSETS` subsets are used: on results with more than eight mapped columns, the
    largest subsets that fit in the budget, then the single columns.
@@ -218,9 +219,10 @@ def canonical_order(side: Side, columns: Sequence[int], rows: Idx) -> Idx:
 def pair_rows(g: Side, p: Side, mapping: tuple[int, ...]) -> tuple[Idx, Idx]:
     """Gold and predicted row indices paired by the rounds of the module docstring.
 
-    The first round (all mapped columns) runs on the rows as they come: rows it can pair with
-    each other are alike in every cell that can count, so which of them it leaves over does not
-    matter.  The rows left over are then put in canonical order before the other rounds.
+    Rows are put in canonical order before the first round: rows are grouped by 64-bit codes,
+    and two different keys can share a code (``''`` and ``0`` both code as 0), so even the
+    round on all columns may group rows that are not alike; the canonical order makes which of
+    them pair a function of their keys, never of their order in the result.
     """
     mapped = [c for c, j in enumerate(mapping) if j >= 0]
     taken = set(mapping)
@@ -233,7 +235,7 @@ def pair_rows(g: Side, p: Side, mapping: tuple[int, ...]) -> tuple[Idx, Idx]:
     for rnd, subset in enumerate(column_subsets(mapped)):
         if not len(alive_g) or not len(alive_p):
             break
-        if rnd == 1:
+        if rnd == 0:
             alive_g = canonical_order(g, list(range(g.width)), alive_g)
             alive_p = canonical_order(p, p_columns, alive_p)
         if 2 < len(subset) < len(mapped) - 1:

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 
 from pytest_heron import compare
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.execute import pin_session
 from pytest_heron.sandbox.statement import parse_sql
-from pytest_heron.types import Question
 
 
 @dataclass
@@ -61,7 +61,7 @@ def limit_ties(dsn: str, sql: str) -> str | None:
     return None
 
 
-def state_problems(q: Question, dsns: Sequence[str]) -> dict[str, str]:
+def state_problems(q: GoldQuestion, dsns: Sequence[str]) -> dict[str, str]:
     """Problems found by running gold on every state."""
     problems: dict[str, str] = {}
     runs = [run(d, q.gold_sql) for d in dsns]

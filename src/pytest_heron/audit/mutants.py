@@ -15,8 +15,8 @@ from sqlglot import exp
 
 from pytest_heron import compare
 from pytest_heron.audit.gold import run
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.statement import parse_sql
-from pytest_heron.types import Question
 
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(.*)$")
 
@@ -229,7 +229,7 @@ def _spec_kind(fq: str, column: str) -> str | None:
     return next((c.kind for c in spec.columns if c.name == column), None)
 
 
-def mutant_results(q: Question, dsns: Sequence[str]) -> list[MutantResult]:
+def mutant_results(q: GoldQuestion, dsns: Sequence[str]) -> list[MutantResult]:
     gold = [run(d, q.gold_sql) for d in dsns]
     keys = compare.order_keys(q.gold_sql)
     known = dict(equivalents().get(q.id, {}))
@@ -271,7 +271,9 @@ class KillRate:
         return 100.0 * self.killed_multi / self.counted if self.counted else 100.0
 
 
-def kill_rate(results: dict[str, list[MutantResult]], questions: Sequence[Question]) -> KillRate:
+def kill_rate(
+    results: dict[str, list[MutantResult]], questions: Sequence[GoldQuestion]
+) -> KillRate:
     """Kill rates over every non-equivalent mutant of every question that is not an empty probe
     (an empty probe's mutants mostly stay empty by design)."""
     probes = {q.id for q in questions if q.empty_probe}

@@ -390,7 +390,7 @@ class ChildSystem:
                         )
         try:
             return json.loads(bytes(reply[: reply.index(b"\n")]))
-        except ValueError:
+        except (ValueError, RecursionError):
             raise AdapterError("the adapter's process sent a malformed reply") from None
 
     def _call(self, request: Mapping[str, Any], timeout_s: float, what: str) -> dict[str, Any]:

@@ -95,8 +95,8 @@ def open_system(
         return InProcessSystem(
             lambda: instantiate(again(name), where),
             probe=instantiate(made, where),
-            note="the adapter came from the pytest_heron_make_adapter hook and ran inside the "
-            "pytest process: not isolated (it could reach the scorer)",
+            note="it came from the pytest_heron_make_adapter hook and ran inside the pytest "
+            "process (it could reach the scorer)",
         )
     if name not in names and ":" not in name:
         raise AdapterLookupError(
@@ -108,8 +108,8 @@ def open_system(
 
         return InProcessSystem(
             lambda: make_adapter(name),
-            note="--heron-in-process: the adapter ran inside the pytest process, not isolated "
-            "(it could reach the scorer)",
+            note="--heron-in-process: it ran inside the pytest process (it could reach the "
+            "scorer; a hang was abandoned, not killed)",
         )
     return ChildSystem(name, timeout_s)
 

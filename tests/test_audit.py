@@ -15,8 +15,7 @@ from pytest_heron import audit
 from pytest_heron.database.introspect import foreign_keys
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import ensure_state
-from pytest_heron.dataset.questions import load_questions
-from pytest_heron.types import Question
+from pytest_heron.dataset.questions import GoldQuestion, load_questions
 
 pytestmark = pytest.mark.audit
 
@@ -43,7 +42,7 @@ def mutant_results(state_dsns: dict[str, list[str]]) -> dict[str, list[audit.Mut
 
 @pytest.mark.parametrize("check", STATIC)
 @pytest.mark.parametrize("q", QUESTIONS, ids=IDS)
-def test_static(q: Question, check: str) -> None:
+def test_static(q: GoldQuestion, check: str) -> None:
     problems = audit.static_problems(q)
     duplicate = audit.duplicate_problems(QUESTIONS).get(q.id)
     if duplicate:
@@ -57,7 +56,7 @@ _STATE_CACHE: dict[tuple[str, str], dict[str, str]] = {}
 @pytest.mark.parametrize("check", DYNAMIC)
 @pytest.mark.parametrize("scale", SCALES)
 @pytest.mark.parametrize("q", QUESTIONS, ids=IDS)
-def test_on_states(q: Question, scale: str, check: str, state_dsns: dict[str, Any]) -> None:
+def test_on_states(q: GoldQuestion, scale: str, check: str, state_dsns: dict[str, Any]) -> None:
     key = (q.id, scale)
     if key not in _STATE_CACHE:
         _STATE_CACHE[key] = audit.state_problems(q, state_dsns[scale])

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pytest_heron import audit, sandbox
 from pytest_heron.audit.gold import TIMEOUT_S, run_gold
 from pytest_heron.database.introspect import ForeignKey, by_column, foreign_keys
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.statement import tables_read
-from pytest_heron.types import Question
 
 
-def _q(sql: str, tables: tuple[str, ...], **kw: object) -> Question:
-    return Question(
+def _q(sql: str, tables: tuple[str, ...], **kw: object) -> GoldQuestion:
+    return GoldQuestion(
         id="x1",
         question="?",
         gold_sql=sql,
@@ -92,8 +92,8 @@ def test_kill_rate_skips_equivalents_and_empty_probes() -> None:
         "p": [r("m5", False, False)],
     }
     questions = [_q("SELECT 1", ()), _q("SELECT 1", (), empty_probe=True)]
-    questions[0] = Question(**{**questions[0].__dict__, "id": "a"})
-    questions[1] = Question(**{**questions[1].__dict__, "id": "p"})
+    questions[0] = GoldQuestion(**{**questions[0].__dict__, "id": "a"})
+    questions[1] = GoldQuestion(**{**questions[1].__dict__, "id": "p"})
     rate = audit.kill_rate(results, questions)
     assert (rate.counted, rate.equivalent) == (3, 1)
     assert round(rate.single(), 1) == 33.3 and round(rate.multi(), 1) == 66.7

@@ -31,14 +31,8 @@ pytest_plugins = ["pytester"]
 
 HERON_CACHE = cache_dir()  # read before pytester points HOME at a temporary folder
 
-Q = Question(
-    id="t1",
-    question="How many tenants are there?",
-    gold_sql="SELECT count(*) FROM core.tenants",
-    gold_tables=("core.tenants",),
-    shape="single",
-    retrieval="named",
-)
+GOLD_SQL = "SELECT count(*) FROM core.tenants"  # what the stubbed model answers
+Q = Question(id="t1", question="How many tenants are there?", shape="single", retrieval="named")
 
 
 def _ctx(dsn: str, url: str | None, cache: Path, **options: Any) -> BenchmarkContext:
@@ -99,10 +93,10 @@ def test_few_shot_examples_are_not_benchmark_questions_and_run(tiny_state: Any) 
 
 
 def test_zero_shot_prompt_has_the_whole_schema(tiny_state: Any, tmp_path: Path) -> None:
-    with ChatStub([completion(_sql(Q.gold_sql), prompt_tokens=50, completion_tokens=9)]) as stub:
+    with ChatStub([completion(_sql(GOLD_SQL), prompt_tokens=50, completion_tokens=9)]) as stub:
         adapter = _raw(tiny_state, stub.url, tmp_path, "zero-shot")
         pred = adapter.generate(Q)
-    assert pred.sql == Q.gold_sql
+    assert pred.sql == GOLD_SQL
     assert pred.usage == {
         "prompt_tokens": 50,
         "completion_tokens": 9,
@@ -119,7 +113,7 @@ def test_zero_shot_prompt_has_the_whole_schema(tiny_state: Any, tmp_path: Path) 
 
 
 def test_few_shot_prompt_has_the_examples_as_turns(tiny_state: Any, tmp_path: Path) -> None:
-    with ChatStub([completion(_sql(Q.gold_sql))]) as stub:
+    with ChatStub([completion(_sql(GOLD_SQL))]) as stub:
         _raw(tiny_state, stub.url, tmp_path, "few-shot").generate(Q)
     messages = stub.requests[0]["messages"]
     assert len(messages) == 2 + 2 * len(FEW_SHOT)
@@ -135,12 +129,12 @@ def test_self_correct_shows_the_database_error_and_stops_when_it_runs(
     script = [
         completion(_sql("SELECT count(*) FROM core.tenant"), prompt_tokens=10),
         completion(_sql("SELECT count(nope) FROM core.tenants"), prompt_tokens=20),
-        completion(_sql(Q.gold_sql), prompt_tokens=30),
+        completion(_sql(GOLD_SQL), prompt_tokens=30),
         completion(_sql("SELECT 'never asked'")),
     ]
     with ChatStub(script) as stub:
         pred = _raw(tiny_state, stub.url, tmp_path, "self-correct").generate(Q)
-    assert pred.sql == Q.gold_sql and len(stub.requests) == 3
+    assert pred.sql == GOLD_SQL and len(stub.requests) == 3
     assert pred.usage is not None and pred.usage["prompt_tokens"] == 60
     second, third = stub.requests[1]["messages"], stub.requests[2]["messages"]
     assert second[-2]["role"] == "assistant" and "core.tenant;" in second[-2]["content"]
@@ -158,10 +152,10 @@ def test_self_correct_makes_at_most_two_rounds(tiny_state: Any, tmp_path: Path) 
 
 
 def test_self_correct_asks_again_when_there_is_no_sql(tiny_state: Any, tmp_path: Path) -> None:
-    script = [completion("I am not sure."), completion(_sql(Q.gold_sql))]
+    script = [completion("I am not sure."), completion(_sql(GOLD_SQL))]
     with ChatStub(script) as stub:
         pred = _raw(tiny_state, stub.url, tmp_path, "few-shot+self-correct").generate(Q)
-    assert pred.sql == Q.gold_sql
+    assert pred.sql == GOLD_SQL
     assert "contains no SQL" in stub.requests[1]["messages"][-1]["content"]
     assert len(stub.requests[0]["messages"]) == 2 + 2 * len(FEW_SHOT)
 

@@ -44,6 +44,13 @@ PRIVATE = """\
   empty_probe: true
 """
 FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
+GOLD = """
+GOLD = {  # the private set's gold, as an adapter may know it only by being told
+    "v001": "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x",
+    "v002": "SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)",
+    "v003": "SELECT 1 WHERE false",
+}
+"""
 
 
 def _private(pytester: pytest.Pytester) -> Path:
@@ -236,7 +243,9 @@ def test_cli_adapter_scores_an_outside_command(pytester: pytest.Pytester) -> Non
     assert doc["metrics"]["tokens_prompt"] == 7
 
 
-ADAPTERS = """
+ADAPTERS = (
+    GOLD
+    + """
 import time
 from pytest_heron import Prediction
 
@@ -259,8 +268,9 @@ class Crashy:
             raise RuntimeError("boom")
         if q.id == "v002":
             time.sleep(30)
-        return Prediction(sql=q.gold_sql)
+        return Prediction(sql=GOLD[q.id])
 """
+)
 
 
 def test_wrong_answers_fail_with_a_readable_difference(pytester: pytest.Pytester) -> None:
@@ -304,17 +314,22 @@ def test_crash_and_hang_cost_only_their_question(pytester: pytest.Pytester) -> N
 
 def test_conftest_hook_provides_an_adapter(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
-    pytester.makeconftest("""
-        class Echo:
-            name = "echo"
-            def prepare(self, ctx): pass
-            def generate(self, q): return q.gold_sql
-        def pytest_heron_make_adapter(config, name):
-            return Echo if name == "echo" else None
-    """)
-    pytester.runpytest_subprocess(
+    pytester.makeconftest(
+        GOLD
+        + """
+class Echo:
+    name = "echo"
+    def prepare(self, ctx): pass
+    def generate(self, q): return GOLD[q.id]
+def pytest_heron_make_adapter(config, name):
+    return Echo if name == "echo" else None
+"""
+    )
+    result = pytester.runpytest_subprocess(
         "--heron-adapter=echo", f"--heron-questions={private}", *FAST
-    ).assert_outcomes(passed=3)
+    )
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["adapter not isolated: *pytest_heron_make_adapter hook*"])
 
 
 def test_k_m_and_last_failed_select_questions(pytester: pytest.Pytester) -> None:
@@ -355,7 +370,9 @@ def test_min_ex_decides_the_exit_status(pytester: pytest.Pytester) -> None:
     high.stdout.fnmatch_lines(["--heron-min-ex=50: multi-state EX 33.3% -> FAILED"])
 
 
-DYING = """
+DYING = (
+    GOLD
+    + """
 import os
 
 class Dying:
@@ -364,14 +381,16 @@ class Dying:
     def generate(self, q):
         if q.id == "v002":
             os._exit(3)  # the whole process dies mid-run, as on a power cut or kill -9
-        return q.gold_sql
+        return GOLD[q.id]
 """
+)
+IN_PROCESS = "--heron-in-process"  # so that os._exit ends the pytest process, not the adapter's
 
 
 def test_interrupted_run_resumes_with_every_question_once(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     pytester.makepyfile(dying=DYING)
-    args = [f"--heron-questions={private}", "--heron-output=r.json", *FAST]
+    args = [IN_PROCESS, f"--heron-questions={private}", "--heron-output=r.json", *FAST]
     died = pytester.runpytest_subprocess("--heron-adapter=dying:Dying", *args)
     assert died.ret == 3 and not (pytester.path / "r.json").exists()
     journal = (pytester.path / "r.json.jsonl").read_text().splitlines()
@@ -425,6 +444,7 @@ def test_a_worker_that_dies_costs_only_its_question(pytester: pytest.Pytester) -
     pytester.makepyfile(dying=DYING)
     result = pytester.runpytest_subprocess(
         "--heron-adapter=dying:Dying",
+        IN_PROCESS,
         f"--heron-questions={private}",
         "--heron-output=w.json",
         "-n",
@@ -446,7 +466,7 @@ def test_no_backend_is_left_running(
     monkeypatch.setenv("HERON_CACHE_DIR", str(cache))
     pytester.makepyfile(dying=DYING)
     died = pytester.runpytest_subprocess(
-        "--heron-adapter=dying:Dying", f"--heron-questions={private}", *FAST
+        "--heron-adapter=dying:Dying", IN_PROCESS, f"--heron-questions={private}", *FAST
     )
     assert died.ret == 3  # killed mid-run: it could not stop the server itself
     pytester.runpytest_subprocess(
@@ -481,7 +501,9 @@ def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
     assert "http://" not in page and "https://" not in page and "<script" not in page
 
 
-SAMPLED = """
+SAMPLED = (
+    GOLD
+    + """
 class Sampled:
     '''Right only on sample 1 for v001 and on every sample for v002; bills 10 + 2 tokens each.'''
     name = "sampled"
@@ -491,9 +513,10 @@ class Sampled:
     def generate(self, q, sample=0):
         self.seen.append(sample)
         right = q.id == "v002" or (q.id == "v001" and sample == 1)
-        sql = q.gold_sql if right else "SELECT 0 AS x"
+        sql = GOLD[q.id] if right else "SELECT 0 AS x"
         return {"sql": sql, "usage": {"prompt_tokens": 10, "completion_tokens": 2}}
 """
+)
 
 
 def test_samples_give_ex_at_k_summed_usage_and_cost(pytester: pytest.Pytester) -> None:
@@ -548,7 +571,9 @@ def test_price_table_option_and_its_errors(pytester: pytest.Pytester) -> None:
     assert "bad.yaml, model 'm': expected {prompt: N, completion: N}" in bad.stderr.str()
 
 
-WIDE = """
+WIDE = (
+    GOLD
+    + """
 class Wide:
     '''v001 with an extra column (superset-correct, not EX-correct); v002 plainly wrong.'''
     name = "wide"
@@ -559,8 +584,9 @@ class Wide:
                     "WHERE x % 2 = 1 ORDER BY x")
         if q.id == "v002":
             return "SELECT 'z' AS letter, 9 AS n, 0 AS more"
-        return q.gold_sql
+        return GOLD[q.id]
 """
+)
 
 
 def test_superset_mode_is_its_own_figure_never_ex(pytester: pytest.Pytester) -> None:

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.cli import main
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset.questions import GoldQuestion, load_questions
 from pytest_heron.errors import HeronError
 from pytest_heron.generate import load_bundle
 from pytest_heron.scoring import recall
 from pytest_heron.systems.retrieval import minilm
 from pytest_heron.systems.retrieval import rankers as retrieval
-from pytest_heron.types import RETRIEVALS, Question
+from pytest_heron.types import RETRIEVALS
 
 QUESTIONS = load_questions()
 TABLES = sorted(load_bundle().tables)
@@ -99,8 +99,8 @@ def test_order_by_score_sorts_by_score_then_name(scores: dict[str, float]) -> No
 # --- Set-Recall@k --------------------------------------------------------------------------
 
 
-def _question(qid: str, gold: tuple[str, ...], retrieval_class: str) -> Question:
-    return Question(qid, "?", "SELECT 1", gold, "single", retrieval_class)
+def _question(qid: str, gold: tuple[str, ...], retrieval_class: str) -> GoldQuestion:
+    return GoldQuestion(qid, "?", "SELECT 1", gold, "single", retrieval_class)
 
 
 def test_recall_table_gives_partial_credit_per_question_and_class() -> None:

@@ -10,9 +10,9 @@ from pytest_heron.errors import ErrorKind
 from pytest_heron.safe_text import printable
 
 if TYPE_CHECKING:
+    from pytest_heron.dataset.questions import GoldQuestion
     from pytest_heron.run import HeronRun
     from pytest_heron.scoring.outcome import Outcome
-    from pytest_heron.types import Question
 
 
 class QuestionFailed(Exception):
@@ -34,7 +34,7 @@ class HeronCollector(pytest.Collector):
 
 
 class HeronItem(pytest.Item):
-    def __init__(self, *, question: Question, run: HeronRun, **kwargs: Any) -> None:
+    def __init__(self, *, question: GoldQuestion, run: HeronRun, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.question = question
         self.run = run
@@ -64,7 +64,7 @@ class HeronItem(pytest.Item):
         return self.path, None, f"heron question {self.question.id} ({self.question.source})"
 
 
-def _failure_message(q: Question, out: Outcome) -> str:
+def _failure_message(q: GoldQuestion, out: Outcome) -> str:
     """The whole failure report: the question, the predicted SQL, the error, the difference.
     What the system under test wrote is shown with its control characters escaped."""
     lines = [f"{q.id}: {q.question}"]

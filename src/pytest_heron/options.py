@@ -127,6 +127,14 @@ OPTIONS: tuple[Option, ...] = (
         "PATH",
     ),
     Option(
+        "heron-in-process",
+        "false",
+        "run a Python adapter inside the pytest process, in a thread, as a debugging aid: not "
+        "isolated (it could reach the scorer and end the run; a hang is abandoned, not killed) "
+        "(default: off)",
+        flag=True,
+    ),
+    Option(
         "heron-resume",
         "false",
         "continue an interrupted run from the journal next to "
@@ -162,6 +170,7 @@ class Settings:
     offline: bool = False
     prices: Path | None = None
     resume: bool = False
+    in_process: bool = False
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -254,6 +263,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         offline=_flag("heron-offline", raw["heron-offline"]),
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
+        in_process=_flag("heron-in-process", raw["heron-in-process"]),
     )
 
 

@@ -180,6 +180,8 @@ class HeronPlugin:
                 red=ex < minimum,
                 green=ex >= minimum,
             )
+        if self.run.system.note:
+            tr.write_line(f"adapter not isolated: {self.run.system.note}", yellow=True)
         if self.run.resumed:
             tr.write_line(f"resumed: {len(self.run.resumed)} questions taken from the journal")
         if self.run.dropped:
@@ -194,8 +196,7 @@ class HeronPlugin:
             tr.write_line(f"report written to {self.run.settings.report}/report.html")
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        if not _is_worker(config):
-            self.run.stop()
+        self.run.stop()  # the adapter's process (every process), the server (the controller)
 
 
 class XdistHooks:

@@ -28,7 +28,7 @@ import psycopg
 from pytest_heron import __version__
 from pytest_heron.database.server import Server, choose, start
 from pytest_heron.database.states import State, ensure_state
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset.questions import GoldQuestion, load_questions
 from pytest_heron.errors import AdapterError, ErrorKind, HeronError, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
@@ -40,9 +40,9 @@ from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, score_question
+from pytest_heron.systems.isolation import System, open_system
 from pytest_heron.systems.llm.cache import default_cache_path
-from pytest_heron.systems.registry import make_adapter
-from pytest_heron.types import Adapter, BenchmarkContext, Limits, LLMOptions, Question
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
 
 Hook = Callable[[str], Any]
 
@@ -52,7 +52,7 @@ def seed_jobs() -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def questions_digest(questions: Mapping[str, Question]) -> str:
+def questions_digest(questions: Mapping[str, GoldQuestion]) -> str:
     """16 hex of SHA-256 over every question's id and gold SQL, in id order."""
     digest = hashlib.sha256()
     for q in questions.values():
@@ -71,10 +71,15 @@ class HeronRun:
     def __init__(self, settings: Settings, hook: Hook | None) -> None:
         self.settings = settings
         self.hook = hook
-        self.questions: dict[str, Question] = {q.id: q for q in load_questions(settings.questions)}
-        self.probe = make_adapter(settings.adapter or "", hook)  # fail fast on an unknown name
-        self.adapter_version = getattr(self.probe, "version", None)
-        self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast too
+        self.questions: dict[str, GoldQuestion] = {
+            q.id: q for q in load_questions(settings.questions)
+        }
+        self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
+        # fail fast on an unknown name too; an isolated adapter is looked up in its own process
+        self.system: System = open_system(
+            settings.adapter or "", hook, in_process=settings.in_process, timeout_s=settings.timeout
+        )
+        self.adapter_version = self.system.version
         if settings.output is not None:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
@@ -83,8 +88,7 @@ class HeronRun:
         self.states: list[StateRef] = []
         self.conditions: Conditions | None = None
         self.outcomes: dict[str, Outcome] = {}
-        self._adapter: Adapter | None = None
-        self._adapter_error: str | None = None
+        self._context: BenchmarkContext | None = None
         self.results: Results | None = None
         self.journal: Journal | None = None
         self.resumed: list[str] = []
@@ -150,8 +154,7 @@ class HeronRun:
         with psycopg.connect(self.server.admin_dsn) as conn:
             row = conn.execute("SHOW server_version").fetchone()
         manifest = first.manifest
-        describe = getattr(self.probe, "conditions", None)
-        own = dict(describe(self.context())) if callable(describe) else {}
+        own = self.system.conditions(self.context())
         return Conditions(
             adapter=s.adapter or "",
             adapter_version=None if self.adapter_version is None else str(self.adapter_version),
@@ -200,7 +203,10 @@ class HeronRun:
         return self.conditions.fingerprint()
 
     def worker_payload(self) -> dict[str, Any]:
+        """What an xdist worker needs (called on the controller, which answers no question
+        under xdist: its adapter process, used for the conditions, is closed here)."""
         assert self.conditions is not None
+        self.system.close()
         return {
             "states": [asdict(st) for st in self.states],
             "conditions": self.conditions.to_json(),
@@ -214,6 +220,7 @@ class HeronRun:
 
     def stop(self) -> None:
         release_adapters()
+        self.system.close()
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -222,6 +229,11 @@ class HeronRun:
 
     def context(self) -> BenchmarkContext:
         """What the adapter is told: built once from :class:`Settings` and the first state."""
+        if self._context is None:
+            self._context = self._make_context()
+        return self._context
+
+    def _make_context(self) -> BenchmarkContext:
         s = self.settings
         bundle = load_bundle()
         return BenchmarkContext(
@@ -245,25 +257,13 @@ class HeronRun:
             cli_cmd=s.cli_cmd,
         )
 
-    def adapter(self) -> Adapter:
-        if self._adapter is None and self._adapter_error is None:
-            try:
-                adapter = make_adapter(self.settings.adapter or "", self.hook)
-                adapter.prepare(self.context())
-                self._adapter = adapter
-            except Exception as exc:
-                self._adapter_error = f"the adapter failed to prepare: {type(exc).__name__}: {exc}"
-        if self._adapter is None:
-            raise AdapterError(self._adapter_error or "the adapter could not be made")
-        return self._adapter
-
-    def answer(self, q: Question) -> Outcome:
+    def answer(self, q: GoldQuestion) -> Outcome:
         try:
-            adapter = self.adapter()
+            self.system.ready(self.context())
         except AdapterError as exc:
             return Outcome.blank(q).failed(ErrorKind.ADAPTER_ERROR, str(exc))
         return score_question(
-            adapter,
+            self.system,
             q,
             self.states,
             adapter_timeout=self.settings.timeout,

@@ -11,26 +11,19 @@ RETRIEVALS = ("named", "one_hop", "two_hop", "lexical_gap")
 
 @dataclass(frozen=True)
 class Question:
-    """One benchmark question, as loaded from a question file."""
+    """One benchmark question, as a system under test receives it: what it may know and no more.
+
+    ``id`` and ``question`` (the text) identify and pose it; ``dialect`` is the SQL dialect the
+    answer is run in; ``shape``, ``retrieval`` and ``traps`` are the question's tags (its pytest
+    markers). The gold SQL and the gold tables are the harness's own and are never handed to an
+    adapter (nor is the question file's path)."""
 
     id: str
     question: str
-    gold_sql: str
-    gold_tables: tuple[str, ...]
-    shape: str
-    retrieval: str
+    dialect: str = "postgres"
+    shape: str = ""
+    retrieval: str = ""
     traps: tuple[str, ...] = ()
-    empty_probe: bool = False
-    source: str = ""
-
-    @property
-    def markers(self) -> tuple[str, ...]:
-        """Marker names this question carries (besides ``heron``)."""
-        return (
-            f"shape_{self.shape}",
-            f"retrieval_{self.retrieval}",
-            *(f"trap_{t}" for t in self.traps),
-        )
 
 
 DEFAULT_TIMEOUT_S = 120.0  # --heron-timeout: one question, the adapter's whole answer
@@ -94,6 +87,14 @@ class Adapter(Protocol):
 
     ``generate`` may return a :class:`Prediction`, a SQL string, or a mapping with key ``sql``
     (optionally ``tables`` and ``usage``); raising marks the question as ``adapter_error``.
+
+    An adapter named by an entry point or ``module:attr`` runs in a process of its own (one per
+    pytest process): it is imported, instantiated and prepared there, receives each
+    :class:`Question` as plain data, and its answer travels back as JSON (a ``Prediction``'s
+    ``trace`` stays behind). ``prepare`` and ``generate`` each have ``--heron-timeout``; past it
+    the process is killed and a fresh one is prepared for the next question. Whatever the adapter
+    raises, ``SystemExit`` and ``KeyboardInterrupt`` included, or if its process dies, costs that
+    question only (``adapter_error``).
 
     With ``--heron-samples N`` (N > 1) the runner asks each question N times. An adapter whose
     ``generate`` accepts a ``sample`` keyword receives the sample index 0..N-1 (an LLM adapter

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from pytest_heron import compare
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.execute import MAX_ROWS, ExecResult, execute
 from pytest_heron.sandbox.statement import parse_sql
-from pytest_heron.types import Question
 
 TIMEOUT_S = 60.0  # statement timeout of every audit query
 
@@ -53,7 +53,7 @@ def limit_ties(dsn: str, sql: str) -> str | None:
     return None
 
 
-def state_problems(q: Question, dsns: Sequence[str]) -> dict[str, str]:
+def state_problems(q: GoldQuestion, dsns: Sequence[str]) -> dict[str, str]:
     """Problems found by running gold on every state."""
     problems: dict[str, str] = {}
     runs = [run_gold(d, q.gold_sql) for d in dsns]

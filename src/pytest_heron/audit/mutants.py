@@ -15,8 +15,8 @@ from sqlglot import exp
 from pytest_heron import compare
 from pytest_heron.audit.gold import run_gold
 from pytest_heron.database.introspect import ForeignKey, by_column, foreign_keys
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.statement import parse_sql
-from pytest_heron.types import Question
 
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(.*)$")
 
@@ -206,7 +206,7 @@ def _spec_kind(fq: str, column: str) -> str | None:
 
 
 def mutant_results(
-    q: Question, dsns: Sequence[str], fks: Sequence[ForeignKey] | None = None
+    q: GoldQuestion, dsns: Sequence[str], fks: Sequence[ForeignKey] | None = None
 ) -> list[MutantResult]:
     """Every mutant of ``q``'s gold run on every state of ``dsns``. ``fks``: the foreign keys of
     the states (:func:`~pytest_heron.database.introspect.foreign_keys`); read from the first
@@ -252,7 +252,9 @@ class KillRate:
         return 100.0 * self.killed_multi / self.counted if self.counted else 100.0
 
 
-def kill_rate(results: dict[str, list[MutantResult]], questions: Sequence[Question]) -> KillRate:
+def kill_rate(
+    results: dict[str, list[MutantResult]], questions: Sequence[GoldQuestion]
+) -> KillRate:
     """Kill rates over every non-equivalent mutant of every question that is not an empty probe
     (an empty probe's mutants mostly stay empty by design)."""
     probes = {q.id for q in questions if q.empty_probe}

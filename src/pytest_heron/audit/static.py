@@ -9,8 +9,8 @@ import sqlglot
 from sqlglot import exp
 
 from pytest_heron import compare
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.sandbox.statement import parse_sql, tables_read
-from pytest_heron.types import Question
 
 VOLATILE = {
     "random",
@@ -28,7 +28,7 @@ VOLATILE = {
 VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Rand)
 
 
-def static_problems(q: Question) -> dict[str, str]:
+def static_problems(q: GoldQuestion) -> dict[str, str]:
     """Problems found without a database, keyed by check name."""
     problems: dict[str, str] = {}
     try:
@@ -55,7 +55,7 @@ def static_problems(q: Question) -> dict[str, str]:
     return problems
 
 
-def duplicate_problems(questions: Sequence[Question]) -> dict[str, str]:
+def duplicate_problems(questions: Sequence[GoldQuestion]) -> dict[str, str]:
     """Questions whose normalised text or normalised gold repeats another's."""
     seen_text: dict[str, str] = {}
     seen_sql: dict[str, str] = {}

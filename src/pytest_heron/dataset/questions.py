@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -39,6 +40,42 @@ FIELDS = {
     "empty_probe",
 }
 REQUIRED = ("id", "question", "gold_sql", "gold_tables", "shape", "retrieval")
+
+
+@dataclass(frozen=True)
+class GoldQuestion:
+    """One benchmark question as the harness holds it: with its gold SQL, gold tables and the
+    file it came from. Never handed to a system under test: adapters get :meth:`public`."""
+
+    id: str
+    question: str
+    gold_sql: str
+    gold_tables: tuple[str, ...]
+    shape: str
+    retrieval: str
+    traps: tuple[str, ...] = ()
+    empty_probe: bool = False
+    source: str = ""
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """Marker names this question carries (besides ``heron``)."""
+        return (
+            f"shape_{self.shape}",
+            f"retrieval_{self.retrieval}",
+            *(f"trap_{t}" for t in self.traps),
+        )
+
+    def public(self) -> Question:
+        """What a system under test may know of this question (see :class:`Question`)."""
+        return Question(
+            id=self.id,
+            question=self.question,
+            dialect="postgres",
+            shape=self.shape,
+            retrieval=self.retrieval,
+            traps=tuple(self.traps),
+        )
 
 
 def _short(value: Any) -> str:
@@ -80,7 +117,7 @@ def _files(folder: Traversable | Path) -> list[Traversable | Path]:
     return sorted(found, key=lambda p: p.name)
 
 
-def _parse(raw: Any, path: str, index: int) -> Question:
+def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
     if not isinstance(raw, dict):
         raise QuestionFileError(path, None, None, f"entry {index + 1} is not a mapping")
     qid = raw.get("id")
@@ -119,7 +156,7 @@ def _parse(raw: Any, path: str, index: int) -> Question:
     empty_probe = raw.get("empty_probe", False)
     if not isinstance(empty_probe, bool):
         raise bad("empty_probe", "must be true or false")
-    return Question(
+    return GoldQuestion(
         id=qid,
         question=raw["question"].strip(),
         gold_sql=raw["gold_sql"].strip(),
@@ -147,10 +184,10 @@ def _entries(doc: Any, path: str) -> Iterable[Any]:
     )
 
 
-def load_questions(folder: Traversable | Path | None = None) -> list[Question]:
+def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestion]:
     """Every question in ``folder`` (default: the built-in set), sorted by id."""
     folder = builtin_dir() if folder is None else folder
-    questions: dict[str, Question] = {}
+    questions: dict[str, GoldQuestion] = {}
     for file in _files(folder):
         path = str(file)
         try:

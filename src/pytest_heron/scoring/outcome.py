@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import ErrorKind, ResultsFileError
 from pytest_heron.records import JSON, RecordReader
-from pytest_heron.types import Question
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ class Outcome:
     samples: tuple[Sample, ...] | None = None
 
     @classmethod
-    def blank(cls, q: Question, **values: Any) -> Outcome:
+    def blank(cls, q: GoldQuestion, **values: Any) -> Outcome:
         """An outcome of ``q`` that is not (yet) right, with the question's tags filled in."""
         return cls(
             id=q.id,

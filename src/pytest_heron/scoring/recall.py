@@ -6,14 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.scoring.metrics import context_recall
 from pytest_heron.systems.retrieval.rankers import EmbeddingRanker, Ranker
-from pytest_heron.types import RETRIEVALS, Question
+from pytest_heron.types import RETRIEVALS
 
 DEFAULT_KS = (5, 10, 20)
 
 
-def rank_questions(r: Ranker, questions: Sequence[Question]) -> dict[str, list[str]]:
+def rank_questions(r: Ranker, questions: Sequence[GoldQuestion]) -> dict[str, list[str]]:
     """Question id to full ranking."""
     if isinstance(r, EmbeddingRanker):
         rankings = r.rank_many([q.question for q in questions])
@@ -23,7 +24,7 @@ def rank_questions(r: Ranker, questions: Sequence[Question]) -> dict[str, list[s
 
 
 def recall_table(
-    questions: Sequence[Question], rankings: Mapping[str, Sequence[str]], ks: Sequence[int]
+    questions: Sequence[GoldQuestion], rankings: Mapping[str, Sequence[str]], ks: Sequence[int]
 ) -> list[dict[str, Any]]:
     """Set-Recall@k (percent) overall (row ``all``) and per retrieval class, in RETRIEVALS
     order; a class without questions is left out."""

@@ -9,9 +9,7 @@ prediction, its billed usage and its latency kept.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
@@ -19,11 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import compare, sandbox
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import AdapterError, ErrorKind, InvalidPrediction
 from pytest_heron.scoring import similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
+from pytest_heron.systems.isolation import AdapterTimeout, System
 from pytest_heron.systems.registry import to_prediction
-from pytest_heron.types import Adapter, Prediction, Question
+from pytest_heron.types import Prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
 VES_FACTOR_CAP = 2.0  # sqrt(t_gold / t_pred) counts at most this much (4x faster than gold)
@@ -38,50 +38,6 @@ class StateRef:
     admin_dsn: str
     reader_dsn: str
     adapter_dsn: str | None = None  # the system under test's DSN (first state only)
-
-
-class AdapterTimeout(Exception):
-    pass
-
-
-def accepts_sample(adapter: Adapter) -> bool:
-    """Whether ``adapter.generate`` takes a ``sample`` keyword (see :class:`Adapter`)."""
-    try:
-        params = inspect.signature(adapter.generate).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "sample" or p.kind is p.VAR_KEYWORD for p in params)
-
-
-def _call_with_deadline(adapter: Adapter, q: Question, timeout_s: float, sample: int | None) -> Any:
-    """Call ``adapter.generate(q)`` (with ``sample=`` when given); give up after ``timeout_s``
-    (the call is abandoned)."""
-    box: dict[str, Any] = {}
-
-    generate: Any = adapter.generate  # ``sample`` is an optional extension of the protocol
-
-    def work() -> None:
-        try:
-            box["value"] = generate(q) if sample is None else generate(q, sample=sample)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=work, name=f"heron-adapter-{q.id}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise AdapterTimeout(
-            f"the adapter did not answer within {timeout_s:g}s (--heron-timeout); its call was "
-            "abandoned"
-        )
-    if "error" in box:
-        error = box["error"]
-        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: the adapter's own
-            raise AdapterError(
-                f"the adapter raised {type(error).__name__}: {error}".rstrip(": ")
-            ) from None
-        raise error
-    return box.get("value")
 
 
 def _plain(value: Any) -> Any:
@@ -120,8 +76,8 @@ def _adapter_failure(exc: BaseException) -> tuple[ErrorKind, str]:
 
 
 def score_question(
-    adapter: Adapter,
-    q: Question,
+    system: System,
+    q: GoldQuestion,
     states: Sequence[StateRef],
     *,
     adapter_timeout: float,
@@ -129,18 +85,19 @@ def score_question(
     time_runs: int = TIME_RUNS,
     samples: int = 1,
 ) -> Outcome:
-    """Run the adapter on ``q`` and score its SQL on every state. Never raises.
+    """Ask ``system`` (the adapter, as :mod:`~pytest_heron.systems.isolation` runs it) for an
+    answer to ``q`` and score its SQL on every state. Never raises.
 
     With ``samples`` > 1 the adapter answers ``samples`` times; the outcome's own fields describe
     sample 0 (EX@1, VES and Soft-F1 use it), ``samples`` lists every sample's SQL and correctness
     (for EX@k), and ``usage`` is summed over all samples, since every sample was billed."""
     gold_rows: dict[int, Any] = {}
-    with_index = samples > 1 and accepts_sample(adapter)
+    with_index = samples > 1 and system.takes_sample
     every: list[Outcome] = []
     scored_rows: list[Any] = []
     for i in range(samples):
         out, rows = _score_sample(
-            adapter,
+            system,
             q,
             states,
             gold_rows,
@@ -185,8 +142,8 @@ def _wider(pred: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool
 
 
 def _score_sample(
-    adapter: Adapter,
-    q: Question,
+    system: System,
+    q: GoldQuestion,
     states: Sequence[StateRef],
     gold_rows: dict[int, Any],
     adapter_timeout: float,
@@ -199,7 +156,7 @@ def _score_sample(
     out = Outcome.blank(q)
     started = time.perf_counter()
     try:
-        raw = _call_with_deadline(adapter, q, adapter_timeout, sample)
+        raw = system.ask(q, adapter_timeout, sample)
         pred: Prediction = to_prediction(raw)
     except Exception as exc:
         kind, message = _adapter_failure(exc)
@@ -223,7 +180,7 @@ def _score_sample(
 
 def _run_on_states(
     out: Outcome,
-    q: Question,
+    q: GoldQuestion,
     sql: str,
     states: Sequence[StateRef],
     gold_rows: dict[int, Any],
@@ -287,7 +244,7 @@ def _run_on_states(
 
 
 def _efficiency(
-    state: StateRef, q: Question, pred_sql: str, scored: Any, timeout_s: float, runs: int
+    state: StateRef, q: GoldQuestion, pred_sql: str, scored: Any, timeout_s: float, runs: int
 ) -> float | None:
     """``min(VES_FACTOR_CAP, sqrt(t_gold / t_pred))`` on the first state, or None.
 

@@ -3,7 +3,9 @@
 Lookup order for ``--heron-adapter NAME``: the ``pytest_heron.adapters`` entry-point group, then
 the firstresult hook ``pytest_heron_make_adapter(config, name)`` (so a conftest.py can provide an
 adapter without packaging), then ``module:attr``. Only the name crosses process boundaries; each
-xdist worker builds its own instance.
+xdist worker builds its own instance. How the instance is then run (in a process of its own, by
+default) is :mod:`pytest_heron.systems.isolation`'s business; ``gold`` and ``cli`` are answered
+there by the harness itself.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def known_adapters() -> list[str]:
     return sorted({ep.name for ep in entry_points(group=GROUP)})
 
 
-def _instantiate(obj: Any, where: str) -> Adapter:
+def instantiate(obj: Any, where: str) -> Adapter:
+    """``obj`` as an adapter instance: a class is instantiated, a factory called."""
     needed = ("name", "prepare", "generate")
     if isinstance(obj, type):
         instance = obj()
@@ -43,11 +46,11 @@ def make_adapter(name: str, hook: Callable[[str], Any] | None = None) -> Adapter
     """Build the adapter called ``name`` (see the module docstring for the lookup order)."""
     for ep in entry_points(group=GROUP):
         if ep.name == name:
-            return _instantiate(ep.load(), f"entry point {name!r} ({ep.value})")
+            return instantiate(ep.load(), f"entry point {name!r} ({ep.value})")
     if hook is not None:
         made = hook(name)
         if made is not None:
-            return _instantiate(made, f"the adapter made by pytest_heron_make_adapter({name!r})")
+            return instantiate(made, f"the adapter made by pytest_heron_make_adapter({name!r})")
     if ":" in name:
         module_name, _, attr = name.partition(":")
         try:
@@ -62,10 +65,18 @@ def make_adapter(name: str, hook: Callable[[str], Any] | None = None) -> Adapter
             raise AdapterLookupError(
                 f"adapter {name!r}: module {module_name!r} has no attribute {attr!r}"
             ) from None
-        return _instantiate(obj, f"adapter {name!r}")
+        return instantiate(obj, f"adapter {name!r}")
     raise AdapterLookupError(
         f"unknown adapter {name!r}. Known adapters: {', '.join(known_adapters()) or 'none'}; "
         "or give module:Class, or provide one with the pytest_heron_make_adapter hook."
+    )
+
+
+def wrong_type(type_name: str) -> InvalidPrediction:
+    """The error for a ``generate`` that returned a ``type_name``, which is no prediction."""
+    return InvalidPrediction(
+        f"the adapter returned {type_name}; expected a Prediction, a SQL string "
+        "or a mapping with 'sql'"
     )
 
 
@@ -88,10 +99,7 @@ def to_prediction(raw: Any) -> Prediction:
             else None,
         )
     else:
-        raise InvalidPrediction(
-            f"the adapter returned {type(raw).__name__}; expected a Prediction, a SQL string "
-            "or a mapping with 'sql'"
-        )
+        raise wrong_type(type(raw).__name__)
     if not isinstance(pred.sql, str) or not pred.sql.strip():
         raise InvalidPrediction("the adapter returned an empty SQL string")
     return pred

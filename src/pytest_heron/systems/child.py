@@ -1,0 +1,224 @@
+"""The adapter's own process: ``python -m pytest_heron.systems.child PARENT_PID``.
+
+Started by :class:`pytest_heron.systems.isolation.ChildSystem`, one per pytest process. It
+imports and instantiates the adapter, prepares it and answers ``generate`` requests; nothing of
+the scorer is imported here, so there is nothing to patch.
+
+The wire is one JSON object per line. Requests arrive on file descriptor 0 and replies leave on
+file descriptor 1, but before any adapter code runs both are moved to private descriptors: fd 0
+becomes ``/dev/null`` and fd 1 a copy of fd 2 (a pipe the parent drains), so whatever the adapter
+reads or prints cannot reach the wire. Requests (``op``): ``load`` (``name``, ``sys_path``),
+``conditions`` (``ctx``), ``prepare`` (``ctx``), ``generate`` (``question``, ``sample``). Every
+reply has ``ok``; a failed one carries ``kind``, ``message`` and ``usage`` (what the adapter
+attached to its exception as ``exc.usage``). Everything sent is plain JSON: the helpers below
+turn contexts, questions and answers into it and back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import inspect
+import json
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import IO, Any
+
+from pytest_heron.errors import AdapterError, AdapterLookupError, InvalidPrediction
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
+
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+
+
+# -- plain JSON both ways ---------------------------------------------------------------------
+
+
+def plain(value: Any) -> Any:
+    """A JSON-safe copy: mappings (keys as strings), lists, numbers, strings, None; anything
+    else as its ``str``."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+def context_to_json(ctx: BenchmarkContext) -> dict[str, Any]:
+    data = dataclasses.asdict(ctx)
+    data["tables"] = list(ctx.tables)
+    return data
+
+
+def context_from_json(data: Mapping[str, Any]) -> BenchmarkContext:
+    values = dict(data)
+    values["tables"] = tuple(values.get("tables", ()))
+    values["limits"] = Limits(**values.get("limits", {}))
+    values["llm"] = LLMOptions(**values.get("llm", {}))
+    return BenchmarkContext(**values)
+
+
+def question_to_json(q: Question) -> dict[str, Any]:
+    return {**dataclasses.asdict(q), "traps": list(q.traps)}
+
+
+def question_from_json(data: Mapping[str, Any]) -> Question:
+    return Question(**{**data, "traps": tuple(data.get("traps", ()))})
+
+
+def answer_to_json(raw: Any) -> dict[str, Any]:
+    """What ``generate`` returned, as JSON the parent turns back with :func:`answer_from_json`
+    (a Prediction's ``trace`` is not sent: nothing in the score reads it)."""
+    if isinstance(raw, Prediction):
+        return {
+            "prediction": {
+                "sql": plain(raw.sql),
+                "tables_in_context": plain(raw.tables_in_context),
+                "usage": plain(raw.usage),
+            }
+        }
+    if isinstance(raw, str):
+        return {"text": raw}
+    if isinstance(raw, Mapping):
+        return {"mapping": plain(raw)}
+    return {"other": type(raw).__name__}
+
+
+def accepts_sample(adapter: Any) -> bool:
+    """Whether ``adapter.generate`` takes a ``sample`` keyword (see :class:`Adapter`)."""
+    try:
+        params = inspect.signature(adapter.generate).parameters.values()
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return any(p.name == "sample" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def failure(exc: BaseException, op: str = "generate") -> dict[str, Any]:
+    """The reply for an adapter that raised: its kind, its message and its billed usage. Kinds
+    are the ones an adapter can earn by raising (the parent accepts no other). Outside
+    ``generate`` the message always starts with the exception's type."""
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ fails still costs only its question
+        text = "(its message could not be read)"
+    if isinstance(exc, InvalidPrediction):
+        kind, message = "invalid_prediction", text
+    elif isinstance(exc, AdapterError):
+        kind, message = "adapter_error", text
+    elif isinstance(exc, TimeoutError):
+        kind, message = "adapter_timeout", text or "the adapter timed out"
+    elif isinstance(exc, Exception):
+        kind, message = "adapter_error", f"{type(exc).__name__}: {text}"
+    else:  # SystemExit, KeyboardInterrupt, GeneratorExit: the adapter's own, not the run's
+        kind = "adapter_error"
+        message = f"the adapter raised {type(exc).__name__}: {text}".rstrip(": ")
+    if op != "generate":
+        message = f"{type(exc).__name__}: {text}".rstrip(": ")
+    try:
+        usage = plain(getattr(exc, "usage", None))
+    except Exception:
+        usage = None
+    return {"ok": False, "kind": kind, "message": message, "usage": usage}
+
+
+# -- the process ------------------------------------------------------------------------------
+
+
+class Child:
+    """The request loop's state: the adapter once loaded."""
+
+    def __init__(self) -> None:
+        self.adapter: Any = None
+
+    def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        op = request.get("op")
+        if op == "load":
+            return self.load(str(request["name"]), list(request.get("sys_path", [])))
+        if self.adapter is None:
+            return {"ok": False, "kind": "adapter_error", "message": "no adapter is loaded"}
+        if op == "conditions":
+            describe = getattr(self.adapter, "conditions", None)
+            own = dict(describe(context_from_json(request["ctx"]))) if callable(describe) else {}
+            return {"ok": True, "value": plain(own)}
+        if op == "prepare":
+            self.adapter.prepare(context_from_json(request["ctx"]))
+            return {"ok": True}
+        if op == "generate":
+            q = question_from_json(request["question"])
+            sample = request.get("sample")
+            generate: Any = self.adapter.generate  # ``sample`` is an optional extension
+            raw = generate(q) if sample is None else generate(q, sample=sample)
+            return {"ok": True, "value": answer_to_json(raw)}
+        return {"ok": False, "kind": "adapter_error", "message": f"unknown request {op!r}"}
+
+    def load(self, name: str, sys_path: list[str]) -> dict[str, Any]:
+        for entry in reversed(sys_path):  # the pytest process's import path, first
+            if entry not in sys.path:
+                sys.path.insert(0, entry)
+        from pytest_heron.systems.registry import make_adapter
+
+        try:
+            self.adapter = make_adapter(name)
+        except AdapterLookupError as exc:
+            return {"ok": False, "kind": "lookup", "message": str(exc)}
+        version = getattr(self.adapter, "version", None)
+        return {
+            "ok": True,
+            "version": None if version is None else str(version),
+            "sample": accepts_sample(self.adapter),
+            "conditions": callable(getattr(self.adapter, "conditions", None)),
+        }
+
+
+def _die_with(parent: int) -> None:
+    """Be killed when the pytest process dies, even while the adapter holds the GIL (Linux)."""
+    with contextlib.suppress(Exception):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _wire() -> tuple[IO[bytes], IO[bytes]]:
+    """Move the request and reply pipes off fds 0 and 1 (see the module docstring)."""
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb")
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+    with contextlib.suppress(AttributeError, ValueError):
+        sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    return requests, replies
+
+
+def main(argv: list[str]) -> None:
+    _die_with(int(argv[0]) if argv else os.getppid())
+    requests, replies = _wire()
+    child = Child()
+    while True:
+        line = requests.readline()
+        if not line:
+            return  # the parent closed the wire: done
+        op = "generate"
+        try:
+            request = json.loads(line)
+            op = str(request.get("op"))
+            reply = child.handle(request)
+        except BaseException as exc:
+            reply = failure(exc, op)
+        try:
+            data = json.dumps(reply)
+        except (TypeError, ValueError) as exc:
+            data = json.dumps(failure(InvalidPrediction(f"the answer is not JSON: {exc}")))
+        replies.write(data.encode("utf-8", "surrogatepass") + b"\n")
+        replies.flush()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,495 @@
+"""How the harness asks a system under test for its answers: the answerers.
+
+:func:`open_system` turns ``--heron-adapter NAME`` into one of:
+
+- :class:`GoldSystem` for ``gold``: the harness's own reference, answered from the question set
+  (it needs the gold); no adapter protocol, no process.
+- :class:`ChildSystem` for an entry point or ``module:attr`` (the default): the adapter lives in
+  a process of its own (:mod:`pytest_heron.systems.child`), one per pytest process, started in
+  its own session. ``prepare`` and ``generate`` each get ``--heron-timeout``; past it the whole
+  process group gets SIGKILL and a fresh process is loaded and prepared for the next question.
+  Whatever the adapter does there (patch the scorer, hold the GIL, exit, raise
+  ``KeyboardInterrupt``, print) reaches the harness only as its answer or as that question's
+  ``adapter_error`` / ``adapter_timeout``.
+- :class:`InProcessSystem` for an adapter made by the ``pytest_heron_make_adapter`` hook (its
+  code lives in the pytest process), for any adapter with ``--heron-in-process`` (debugging),
+  and for ``cli`` (harness code whose command is already a process group of its own): the
+  adapter is called in a thread and abandoned at the deadline. Only ``cli`` counts as isolated.
+
+Every answerer hands the adapter ``q.public()``, never the :class:`GoldQuestion` itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.errors import AdapterError, AdapterLookupError, InvalidPrediction
+from pytest_heron.systems import child as wire
+from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
+from pytest_heron.systems.registry import GROUP, instantiate, known_adapters, wrong_type
+from pytest_heron.types import Adapter, BenchmarkContext, Prediction
+
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
+MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
+LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
+CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
+CLI_GRACE_S = 2.0  # the cli adapter enforces --heron-timeout itself; the thread waits this longer
+
+
+class AdapterTimeout(Exception):
+    """The adapter did not answer within ``--heron-timeout`` (``adapter_timeout``)."""
+
+
+class System(Protocol):
+    """What the scorer asks of a system under test (see the module docstring)."""
+
+    version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
+    takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
+    note: str | None  # said in the summary when the adapter is not isolated
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]: ...
+
+    def ready(self, ctx: BenchmarkContext) -> None: ...
+
+    def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+def open_system(
+    name: str,
+    hook: Callable[[str], Any] | None = None,
+    *,
+    in_process: bool = False,
+    timeout_s: float,
+) -> System:
+    """The answerer of ``--heron-adapter name``. Lookup order as in
+    :func:`~pytest_heron.systems.registry.make_adapter` (entry points, the hook, ``module:attr``),
+    but no adapter module is imported here unless the adapter is to run in this process: a
+    :class:`ChildSystem` resolves the name in its own process, at once, so an unknown name still
+    fails before the first question."""
+    if name == "gold":
+        return GoldSystem()
+    if name == "cli":
+        return InProcessSystem(CliAdapter, note=None, grace_s=CLI_GRACE_S)
+    names = {ep.name for ep in entry_points(group=GROUP)}
+    made = None
+    if name not in names and hook is not None:
+        made = hook(name)
+    if made is not None:
+        where = f"the adapter made by pytest_heron_make_adapter({name!r})"
+        again = hook
+        assert again is not None
+        return InProcessSystem(
+            lambda: instantiate(again(name), where),
+            probe=instantiate(made, where),
+            note="it came from the pytest_heron_make_adapter hook and ran inside the pytest "
+            "process (it could reach the scorer)",
+        )
+    if name not in names and ":" not in name:
+        raise AdapterLookupError(
+            f"unknown adapter {name!r}. Known adapters: {', '.join(known_adapters()) or 'none'}; "
+            "or give module:Class, or provide one with the pytest_heron_make_adapter hook."
+        )
+    if in_process:
+        from pytest_heron.systems.registry import make_adapter
+
+        return InProcessSystem(
+            lambda: make_adapter(name),
+            note="--heron-in-process: it ran inside the pytest process (it could reach the "
+            "scorer; a hang was abandoned, not killed)",
+        )
+    return ChildSystem(name, timeout_s)
+
+
+# -- gold ------------------------------------------------------------------------------------------
+
+
+class GoldSystem:
+    """``gold``: every question answered with its own gold SQL, by the harness."""
+
+    version: str | None = GoldAdapter.version
+    takes_sample = False
+    note: str | None = None
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
+        return {}
+
+    def ready(self, ctx: BenchmarkContext) -> None:
+        pass
+
+    def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any:
+        return GoldAdapter.answer(q)
+
+    def close(self) -> None:
+        pass
+
+
+# -- in this process -------------------------------------------------------------------------------
+
+
+def call_in_thread(call: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """``call()`` in a daemon thread; AdapterTimeout after ``timeout_s`` (the call is abandoned:
+    a thread cannot be killed). A BaseException that is not an Exception becomes AdapterError."""
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=work, name="heron-adapter", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise AdapterTimeout(
+            f"the adapter did not {what} within {timeout_s:g}s (--heron-timeout); its call was "
+            "abandoned"
+        )
+    if "error" in box:
+        error = box["error"]
+        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: the adapter's own
+            raise AdapterError(
+                f"the adapter raised {type(error).__name__}: {error}".rstrip(": ")
+            ) from None
+        raise error
+    return box.get("value")
+
+
+class InProcessSystem:
+    """An adapter called in a thread of this process (see the module docstring). A probe
+    instance answers ``version``, ``conditions`` and whether ``generate`` takes ``sample``; a
+    second one is prepared once and answers."""
+
+    def __init__(
+        self,
+        make: Callable[[], Adapter],
+        *,
+        note: str | None,
+        grace_s: float = 0.0,
+        probe: Adapter | None = None,
+    ) -> None:
+        self.make = make
+        self.note = note
+        self.grace_s = grace_s
+        self.probe = make() if probe is None else probe
+        version = getattr(self.probe, "version", None)
+        self.version: str | None = None if version is None else str(version)
+        self.takes_sample = wire.accepts_sample(self.probe)
+        self._adapter: Adapter | None = None
+        self._error: str | None = None
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
+        describe = getattr(self.probe, "conditions", None)
+        return dict(describe(ctx)) if callable(describe) else {}
+
+    def ready(self, ctx: BenchmarkContext) -> None:
+        if self._adapter is None and self._error is None:
+            try:
+                adapter = self.make()
+                timeout = ctx.limits.timeout_s + self.grace_s
+                call_in_thread(lambda: adapter.prepare(ctx), timeout, "finish prepare(ctx)")
+                self._adapter = adapter
+            except AdapterTimeout as exc:
+                self._error = f"the adapter failed to prepare: {exc}"
+            except Exception as exc:
+                self._error = f"the adapter failed to prepare: {type(exc).__name__}: {exc}"
+        if self._adapter is None:
+            raise AdapterError(self._error or "the adapter could not be made")
+
+    def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any:
+        if self._adapter is None:
+            raise AdapterError(self._error or "the adapter is not prepared")
+        generate: Any = self._adapter.generate  # ``sample`` is an optional extension
+        public = q.public()
+        return call_in_thread(
+            (lambda: generate(public))
+            if sample is None
+            else (lambda: generate(public, sample=sample)),
+            timeout_s + self.grace_s,
+            "answer",
+        )
+
+    def close(self) -> None:
+        pass
+
+
+# -- in a process of its own -----------------------------------------------------------------------
+
+
+class _Overdue(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
+
+
+def _status(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
+def answer_from_json(value: Any) -> Any:
+    """What the adapter's process sent back as its answer, as ``generate`` returned it (the
+    inverse of :func:`pytest_heron.systems.child.answer_to_json`)."""
+    if isinstance(value, Mapping) and len(value) == 1:
+        if isinstance(value.get("text"), str):
+            return value["text"]
+        if isinstance(value.get("mapping"), Mapping):
+            return dict(value["mapping"])
+        if isinstance(value.get("prediction"), Mapping):
+            p = value["prediction"]
+            return Prediction(
+                sql=p.get("sql"),
+                tables_in_context=p.get("tables_in_context"),
+                usage=p.get("usage"),
+            )
+        if "other" in value:
+            raise wrong_type(str(value["other"])[:100])
+    raise InvalidPrediction("the adapter's process sent an answer of no known form")
+
+
+class ChildSystem:
+    """An adapter in a process of its own (see the module docstring and
+    :mod:`pytest_heron.systems.child` for the wire). The process is started and the adapter
+    loaded at once (the name is checked before the first question); ``ready`` prepares it."""
+
+    def __init__(self, name: str, timeout_s: float) -> None:
+        self.name = name
+        self.timeout_s = timeout_s
+        self.note: str | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log = bytearray()
+        self._prepared = False
+        self._error: str | None = None
+        self._ctx: BenchmarkContext | None = None
+        try:
+            info = self._load(timeout_s)
+        except AdapterLookupError:
+            self._kill()
+            raise
+        except (AdapterError, AdapterTimeout, TimeoutError) as exc:
+            self._kill()
+            raise AdapterLookupError(f"adapter {name!r} could not be loaded: {exc}") from None
+        version = info.get("version")
+        self.version: str | None = None if version is None else str(version)
+        self.takes_sample = info.get("sample") is True
+        self._has_conditions = info.get("conditions") is True
+
+    # -- the process
+
+    def _start(self) -> None:
+        self._log.clear()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest_heron.systems.child", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            start_new_session=True,  # its own process group, killed as one
+        )
+        assert self._proc.stdin is not None
+        os.set_blocking(self._proc.stdin.fileno(), False)
+
+    def _kill(self) -> int | None:
+        """SIGKILL the process group, reap the process; its exit status."""
+        proc, self._proc, self._prepared = self._proc, None, False
+        if proc is None:
+            return None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # before the reap: the group id cannot be reused
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        code = proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                with contextlib.suppress(OSError):
+                    pipe.close()
+        return code
+
+    def close(self) -> None:
+        """Ask an idle process to exit (its wire closed), then kill what is left of its group."""
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(CLOSE_GRACE_S)
+        self._kill()
+
+    def _tail(self) -> str:
+        text = self._log.decode("utf-8", "replace").strip()
+        return f"; its last output: {text[-500:]}" if text else ""
+
+    def _keep_log(self, chunk: bytes) -> None:
+        self._log += chunk
+        if len(self._log) > LOG_TAIL_BYTES:
+            del self._log[: len(self._log) - LOG_TAIL_BYTES]
+
+    def _exchange(self, request: Mapping[str, Any], deadline: float) -> Any:
+        """Send one request, read its reply line, draining the process's prints meanwhile."""
+        proc = self._proc
+        assert proc is not None and proc.stdin and proc.stdout and proc.stderr
+        pending = memoryview(json.dumps(request).encode("utf-8", "surrogatepass") + b"\n")
+        out, err, inp = proc.stdout.fileno(), proc.stderr.fileno(), proc.stdin.fileno()
+        poller = select.poll()
+        poller.register(out, select.POLLIN)
+        poller.register(err, select.POLLIN)
+        poller.register(inp, select.POLLOUT)
+        reply = bytearray()
+        while b"\n" not in reply:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Overdue
+            for fd, event in poller.poll(max(1, int(remaining * 1000))):
+                if fd == inp:
+                    try:
+                        pending = pending[os.write(inp, pending) :]
+                    except BlockingIOError:
+                        continue
+                    except OSError:  # BrokenPipeError: the process is gone
+                        raise _Gone from None
+                    if not pending:
+                        poller.unregister(inp)
+                    continue
+                chunk = os.read(fd, 1 << 20) if event & (select.POLLIN | select.POLLHUP) else b""
+                if fd == err:
+                    if chunk:
+                        self._keep_log(chunk)
+                    else:
+                        poller.unregister(err)
+                elif not chunk:
+                    raise _Gone
+                else:
+                    reply += chunk
+                    if len(reply) > MAX_REPLY_BYTES:
+                        raise AdapterError(
+                            f"the adapter's reply is larger than {MAX_REPLY_BYTES >> 20} MiB"
+                        )
+        try:
+            return json.loads(bytes(reply[: reply.index(b"\n")]))
+        except (ValueError, RecursionError):
+            raise AdapterError("the adapter's process sent a malformed reply") from None
+
+    def _call(self, request: Mapping[str, Any], timeout_s: float, what: str) -> dict[str, Any]:
+        """One request and its reply, within ``timeout_s``; a failed reply raised as the
+        exception the scorer knows (AdapterError, InvalidPrediction, TimeoutError) with the
+        usage the adapter attached. Past the deadline, or if the process dies or misbehaves,
+        it is killed (the next request starts a fresh one)."""
+        if self._proc is None:
+            self._start()
+        try:
+            reply = self._exchange(request, time.monotonic() + timeout_s)
+        except _Overdue:
+            self._kill()
+            raise AdapterTimeout(
+                f"the adapter did not {what} within {timeout_s:g}s (--heron-timeout); its "
+                "process was killed"
+            ) from None
+        except _Gone:
+            tail = self._tail()
+            code = self._kill()
+            raise AdapterError(
+                f"the adapter's process ended ({_status(code)}) before it could {what}{tail}"
+            ) from None
+        except AdapterError:
+            self._kill()
+            raise
+        if not isinstance(reply, dict):
+            self._kill()
+            raise AdapterError("the adapter's process sent a reply that is not an object")
+        if reply.get("ok") is True:
+            return reply
+        kind, message = reply.get("kind"), str(reply.get("message"))[:MAX_MESSAGE_CHARS]
+        exc: Any
+        if kind == "lookup":
+            exc = AdapterLookupError(message)
+        elif kind == "invalid_prediction":
+            exc = InvalidPrediction(message)
+        elif kind == "adapter_timeout":
+            exc = TimeoutError(message)
+        else:
+            exc = AdapterError(message)
+        exc.usage = reply.get("usage")  # what it billed (score.py reads it)
+        raise exc
+
+    def _load(self, timeout_s: float) -> dict[str, Any]:
+        request = {"op": "load", "name": self.name, "sys_path": [p for p in sys.path if p]}
+        if self._proc is None:
+            self._start()
+        return self._call(request, timeout_s, "load")
+
+    # -- the answerer
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
+        if not self._has_conditions:
+            return {}
+        try:
+            if self._proc is None:
+                self._load(self.timeout_s)
+            reply = self._call(
+                {"op": "conditions", "ctx": wire.context_to_json(ctx)},
+                self.timeout_s,
+                "report its conditions",
+            )
+        except (AdapterError, AdapterTimeout, TimeoutError) as exc:
+            raise AdapterLookupError(
+                f"adapter {self.name!r}: conditions(ctx) failed: {exc}"
+            ) from None
+        value = reply.get("value")
+        return dict(value) if isinstance(value, Mapping) else {}
+
+    def ready(self, ctx: BenchmarkContext) -> None:
+        self._ctx = ctx
+        if self._error is not None:
+            raise AdapterError(self._error)
+        if self._proc is not None and self._prepared:
+            return
+        timeout = ctx.limits.timeout_s
+        try:
+            if self._proc is None:
+                self._load(timeout)
+            self._call(
+                {"op": "prepare", "ctx": wire.context_to_json(ctx)}, timeout, "finish prepare(ctx)"
+            )
+            self._prepared = True
+        except (AdapterTimeout, AdapterError, AdapterLookupError, TimeoutError) as exc:
+            self._error = f"the adapter failed to prepare: {exc}"
+        if self._error is not None:
+            self._kill()
+            raise AdapterError(self._error)
+
+    def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any:
+        if self._proc is None or not self._prepared:
+            if self._ctx is None:
+                raise AdapterError("the adapter is not prepared")
+            self.ready(self._ctx)  # a fresh process after a kill
+        request = {
+            "op": "generate",
+            "question": wire.question_to_json(q.public()),
+            "sample": sample,
+        }
+        reply = self._call(request, timeout_s, "answer")
+        return answer_from_json(reply.get("value"))

@@ -133,6 +133,14 @@ OPTIONS: tuple[Option, ...] = (
         "--heron-output; refuses when the configuration differs (default: off)",
         flag=True,
     ),
+    Option(
+        "heron-protocol",
+        None,
+        "a board protocol file (board/protocol.yaml): the run refuses to start when its scale, "
+        "seeds, states, model, temperature or samples differ, and records the protocol "
+        "(default: none)",
+        "PATH",
+    ),
 )
 
 
@@ -162,6 +170,7 @@ class Settings:
     offline: bool = False
     prices: Path | None = None
     resume: bool = False
+    protocol: Path | None = None
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -254,6 +263,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         offline=_flag("heron-offline", raw["heron-offline"]),
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
+        protocol=_absolute(raw["heron-protocol"]),
     )
 
 

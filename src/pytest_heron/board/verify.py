@@ -63,8 +63,8 @@ MAX_SQL_CHARS = 100_000
 MAX_PROBLEMS = 200  # listed in full up to this many; then "and N more"
 HIDDEN_SEED_LOW = 100_000  # `auto` draws from [LOW, LOW + SPAN): far from any protocol's seeds
 HIDDEN_SEED_SPAN = 900_000
-EX_FAMILY = ("ex1", "ex_multistate", "ex_superset", "exact_match")
-PERCENTAGES = (*EX_FAMILY, "soft_f1", "set_recall", "grade")
+EX_FAMILY = ("ex1", "ex_multistate", "ex_superset")  # and every ex_at_k figure
+PERCENTAGES = (*EX_FAMILY, "exact_match", "soft_f1", "set_recall", "grade")
 STATUS = {  # how each metric of the verdict was obtained
     "ex1": "checked",
     "ex_multistate": "checked",

@@ -207,6 +207,8 @@ def _verify(args: argparse.Namespace) -> int:
     from pytest_heron.dataset.questions import load_questions
 
     folder = Path(args.folder)
+    if folder.is_symlink() or not folder.is_dir():
+        raise HeronError(f"{folder}: not a submission folder")
     protocol = load_protocol(Path(args.protocol) if args.protocol else default_protocol_path())
     verdict = verify(
         folder,

@@ -9,6 +9,8 @@ once per cache, not once per test session).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -440,6 +442,12 @@ def test_the_board_shows_accepted_submissions_only_and_is_byte_for_byte_stable(
         "| ref | [gold]" in first["leaderboard.md"]
         and "| 1 | [honest-tool]" in first["leaderboard.md"]
     )
+    table = list(csv.DictReader(io.StringIO(first["leaderboard.csv"])))
+    assert [(r["rank"], r["name"], r["mcnemar_p"]) for r in table] == [
+        ("", "gold-reference", ""),
+        ("1", "honest", ""),
+    ]
+    assert table[1]["approach"] == "the gold SQL, copied" and table[1]["ex_multistate"] == "100.0"
     assert first["leaderboard.svg"].startswith("<svg") and "honest-tool" in first["leaderboard.svg"]
 
     out = tmp_path / "board"

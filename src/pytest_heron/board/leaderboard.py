@@ -245,7 +245,7 @@ def _csv(rows: Sequence[Mapping[str, Any]]) -> str:
                 cells.append("" if value is None else f"{value[0]}-{value[1]}")
             else:
                 cells.append("" if value is None else str(value))
-        writer.writerow([c if c[:1] not in "=+-@" else "'" + c for c in cells])
+        writer.writerow(["'" + c if c and c[0] in "=+-@\t\r" else c for c in cells])
     return buf.getvalue()
 
 

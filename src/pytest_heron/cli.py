@@ -1,4 +1,5 @@
-"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare`` and ``recall``."""
+"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
+``verify-submission`` and ``leaderboard``."""
 
 from __future__ import annotations
 
@@ -222,6 +223,90 @@ def _recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _submit(args: argparse.Namespace) -> int:
+    from pytest_heron.board.submission import About, write_submission
+    from pytest_heron.results.document import read_results
+
+    folder = write_submission(
+        read_results(Path(args.results)),
+        args.name,
+        Path(args.out),
+        about=About(
+            tool=args.tool,
+            tool_version=args.tool_version,
+            approach=args.approach,
+            contact=args.contact,
+            link=args.link,
+        ),
+        cache=None if args.cache is None else Path(args.cache),
+    )
+    _say(f"wrote {folder}; fill in every 'FILL ME IN' of submission.yaml by flag, then check it")
+    _say(f"with `heron verify-submission {folder}` and open a pull request")
+    print(folder)
+    return 0
+
+
+def _hidden_seed(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or an integer, got {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError("a seed is at least 0")
+    return seed
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pytest_heron.board.protocol import default_protocol_path, load_protocol
+    from pytest_heron.board.submission import VERDICT
+    from pytest_heron.board.verify import summary_of, verify, write_verdict
+    from pytest_heron.dataset.questions import load_questions
+
+    folder = Path(args.folder)
+    if folder.is_symlink() or not folder.is_dir():
+        raise HeronError(f"{folder}: not a submission folder")
+    protocol = load_protocol(Path(args.protocol) if args.protocol else default_protocol_path())
+    verdict = verify(
+        folder,
+        protocol,
+        load_questions(Path(args.questions) if args.questions else None),
+        hidden_seed=args.hidden_seed,
+        backend=args.backend,
+        dsn=args.dsn,
+        progress=_say,
+    )
+    out = Path(args.out) if args.out else folder / VERDICT
+    write_verdict(out, verdict)
+    data = verdict.to_json()
+    _say(summary_of(data))
+    for reason in verdict.reasons:
+        print(f"  - {reason}", file=sys.stderr)
+    print(out)
+    return 0 if verdict.accepted else 1
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from pytest_heron.board.leaderboard import build_board, check_board, write_board
+
+    files = build_board(Path(args.submissions))
+    out = Path(args.out)
+    if args.check:
+        differ = check_board(files, out)
+        if differ:
+            _say(
+                f"{', '.join(differ)} differ from what {args.submissions} produces: regenerate "
+                f"with `heron leaderboard {args.submissions} --out {args.out}` (never edit by hand)"
+            )
+            return 1
+        _say(f"{out}: up to date ({len(files)} files)")
+        return 0
+    for path in write_board(files, out):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -276,6 +361,43 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     rec.add_argument("--questions", help="a folder of question files (default: the built-in set)")
     rec.set_defaults(func=_recall)
+
+    sub_ = sub.add_parser("submit", help="make a submission folder from a results file")
+    sub_.add_argument("results", help="the results file (--heron-output) of a protocol run")
+    sub_.add_argument("--name", required=True, help="the submission's folder name (a-z, 0-9, ._-)")
+    sub_.add_argument("--cache", help="the run's LLM cache file to ship (default: none)")
+    sub_.add_argument("--out", default="submissions", help="(default: submissions)")
+    sub_.add_argument("--tool", help="tool name (default: the adapter's name)")
+    sub_.add_argument("--tool-version", help="tool version (default: the adapter's version)")
+    sub_.add_argument("--approach", help="the approach in one line (default: a placeholder)")
+    sub_.add_argument("--contact", help="who to ask (default: a placeholder)")
+    sub_.add_argument("--link", help="the tool's or paper's address (default: a placeholder)")
+    sub_.set_defaults(func=_submit)
+
+    ver = sub.add_parser(
+        "verify-submission", help="re-execute a submission's SQL and write its verdict"
+    )
+    ver.add_argument("folder", help="the submission folder")
+    ver.add_argument(
+        "--hidden-seed",
+        type=_hidden_seed,
+        default=None,
+        help="seed of the extra state: auto draws one from the OS's randomness (default: auto)",
+    )
+    ver.add_argument("--out", help="where the verdict goes (default: FOLDER/verdict.json)")
+    ver.add_argument("--protocol", help="the board protocol file (default: board/protocol.yaml)")
+    ver.add_argument(
+        "--questions", help="the question set the run used (default: the built-in set)"
+    )
+    ver.add_argument("--backend", default="auto", choices=("auto", "embedded", "docker", "dsn"))
+    ver.add_argument("--dsn", help="a PostgreSQL server for the states (default: none)")
+    ver.set_defaults(func=_verify)
+
+    board = sub.add_parser("leaderboard", help="the board from accepted submissions")
+    board.add_argument("submissions", help="the folder of submission folders")
+    board.add_argument("--out", default="board", help="(default: board)")
+    board.add_argument("--check", action="store_true", help="exit 1 when the files in --out differ")
+    board.set_defaults(func=_leaderboard)
     return parser
 
 

@@ -141,6 +141,14 @@ OPTIONS: tuple[Option, ...] = (
         "--heron-output; refuses when the configuration differs (default: off)",
         flag=True,
     ),
+    Option(
+        "heron-protocol",
+        None,
+        "a board protocol file (board/protocol.yaml): the run refuses to start when its scale, "
+        "seeds, states, model, temperature or samples differ, and records the protocol "
+        "(default: none)",
+        "PATH",
+    ),
 )
 
 
@@ -171,6 +179,7 @@ class Settings:
     prices: Path | None = None
     resume: bool = False
     in_process: bool = False
+    protocol: Path | None = None
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -264,6 +273,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
         in_process=_flag("heron-in-process", raw["heron-in-process"]),
+        protocol=_absolute(raw["heron-protocol"]),
     )
 
 

@@ -26,10 +26,11 @@ from typing import Any
 import psycopg
 
 from pytest_heron import __version__
+from pytest_heron.board.protocol import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.database.server import Server, choose, start
 from pytest_heron.database.states import State, ensure_state
 from pytest_heron.dataset.questions import GoldQuestion, load_questions
-from pytest_heron.errors import AdapterError, ErrorKind, HeronError, ResultsFileError
+from pytest_heron.errors import AdapterError, ConfigError, ErrorKind, HeronError, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results.conditions import Conditions
@@ -80,6 +81,7 @@ class HeronRun:
             settings.adapter or "", hook, in_process=settings.in_process, timeout_s=settings.timeout
         )
         self.adapter_version = self.system.version
+        self.protocol = None if settings.protocol is None else _check_protocol(settings)
         if settings.output is not None:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
@@ -179,6 +181,8 @@ class HeronRun:
             started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             machine=f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
             f"Python {platform.python_version()}",
+            protocol=None if self.protocol is None else self.protocol.name,
+            protocol_digest=None if self.protocol is None else self.protocol.digest,
         )
 
     def _open_journal(self) -> None:
@@ -298,6 +302,26 @@ class HeronRun:
 
             write_report(self.settings.report, self.results)
         return self.results
+
+
+def _check_protocol(s: Settings) -> Protocol:
+    """The protocol of ``--heron-protocol``, after checking the settings follow it (before the
+    first question: a run that could not be published fails at once, naming the field)."""
+    assert s.protocol is not None
+    protocol = load_protocol(s.protocol)
+    problems = protocol.mismatches(
+        scale=s.scale,
+        seeds=s.seeds,
+        states=s.states,
+        model=s.model,
+        temperature=s.temperature,
+        samples=s.samples,
+    )
+    if protocol.prices == BUILTIN_PRICES and s.prices is not None:
+        problems.append(f"prices: the protocol {protocol.name!r} uses the built-in price table")
+    if problems:
+        raise ConfigError(f"--heron-protocol {s.protocol}: " + "; ".join(problems))
+    return protocol
 
 
 def _int_or_none(value: object) -> int | None:

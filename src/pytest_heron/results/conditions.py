@@ -48,6 +48,8 @@ class Conditions:
     psycopg_version: str | None = None
     started_at: str | None = None
     machine: str | None = None
+    protocol: str | None = None  # the board protocol the run claims (--heron-protocol): name
+    protocol_digest: str | None = None  # ... and 16 hex of SHA-256 over its file
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -106,4 +108,6 @@ class Conditions:
             psycopg_version=r.opt_text("psycopg_version"),
             started_at=r.opt_text("started_at"),
             machine=r.opt_text("machine"),
+            protocol=r.opt_text("protocol"),
+            protocol_digest=r.opt_text("protocol_digest"),
         )

@@ -127,6 +127,35 @@ def score_question(
     return first
 
 
+def score_sql(
+    q: GoldQuestion,
+    sql: str,
+    states: Sequence[StateRef],
+    *,
+    statement_timeout: float,
+    time_runs: int = 0,
+    gold_rows: dict[int, Any] | None = None,
+) -> Outcome:
+    """Score one SQL text on every state, exactly as :func:`score_question` scores a prediction
+    (same guard, executor, comparator and timing), with no adapter involved: used to re-execute
+    the predictions of a submission. Never raises. ``gold_rows`` caches gold's rows per seed
+    between calls for the same question."""
+    out = Outcome.blank(q, pred_sql=sql)
+    cache: dict[int, Any] = {} if gold_rows is None else gold_rows
+    try:
+        done, rows = _run_on_states(out, q, sql, states, cache, statement_timeout)
+    except Exception as exc:  # the harness's own failure: this question's outcome, not a crash
+        where = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return out.failed(ErrorKind.INFRA_CRASH, f"scoring failed: {where}"[:2000])
+    if done.correct and time_runs and states:
+        try:
+            factor = _efficiency(states[0], q, sql, rows, statement_timeout, time_runs)
+        except Exception:
+            factor = None
+        done = dataclasses.replace(done, ves=factor)
+    return done
+
+
 def _sum_usage(usages: Sequence[Mapping[str, int | float] | None]) -> dict[str, int | float] | None:
     """Usage counters summed over samples."""
     total: dict[str, int | float] = {}

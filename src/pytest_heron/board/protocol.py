@@ -1,0 +1,154 @@
+"""The board protocol (``board/protocol.yaml``): the conditions every published result ran under.
+
+A run given ``--heron-protocol PATH`` refuses to start when its settings differ from the
+protocol's, and records the protocol's name and digest in its conditions; the verifier rejects a
+submission whose conditions differ. Pure logic apart from :func:`load_protocol`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_heron.errors import ConfigError
+
+MAX_PROTOCOL_BYTES = 64 * 1024
+SCALES = ("tiny", "small", "bench", "large")
+FIELDS = ("name", "model", "temperature", "scale", "seeds", "states", "samples", "tolerance")
+BUILTIN_PRICES = "builtin"
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """One board protocol. ``seeds`` are consecutive (a run's seeds are N, N+1, ...) and there
+    are ``states`` of them; ``tolerance`` is in percentage points; ``prices`` names the price
+    table (``builtin``: the one shipped with heron, as of ``prices_as_of``)."""
+
+    name: str
+    model: str
+    temperature: float
+    scale: str
+    seeds: tuple[int, ...]
+    states: int
+    samples: int
+    tolerance: float
+    prices: str
+    prices_as_of: str | None
+    digest: str  # 16 hex of SHA-256 over the file's bytes
+
+    def mismatches(
+        self,
+        *,
+        scale: str,
+        seeds: tuple[int, ...],
+        states: int,
+        model: str | None,
+        temperature: float,
+        samples: int,
+    ) -> list[str]:
+        """Every field of a run's conditions that differs from the protocol, as sentences."""
+        wanted: dict[str, Any] = {
+            "scale": self.scale,
+            "seeds": list(self.seeds),
+            "states": self.states,
+            "model": self.model,
+            "temperature": self.temperature,
+            "samples": self.samples,
+        }
+        got: dict[str, Any] = {
+            "scale": scale,
+            "seeds": list(seeds),
+            "states": states,
+            "model": model,
+            "temperature": float(temperature),
+            "samples": samples,
+        }
+        return [
+            f"{name}: the protocol {self.name!r} says {wanted[name]!r}, the run has {got[name]!r}"
+            for name in wanted
+            if wanted[name] != got[name]
+        ]
+
+
+def parse_protocol(text: str, where: str) -> Protocol:
+    """A protocol from the text of its YAML file; ConfigError names the file and the field."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{where}: not valid YAML ({str(exc)[:200]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: expected a mapping of protocol fields")
+    missing = [f for f in FIELDS if f not in data]
+    if missing:
+        raise ConfigError(f"{where}: missing field(s) {', '.join(missing)}")
+
+    def bad(name: str, expected: str) -> ConfigError:
+        return ConfigError(f"{where}, field {name!r}: expected {expected}, got {data[name]!r}")
+
+    def number(name: str) -> float:
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad(name, "a number")
+        if not math.isfinite(value) or value < 0:
+            raise bad(name, "a finite number >= 0")
+        return float(value)
+
+    def count(name: str) -> int:
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad(name, "an integer >= 1")
+        return value
+
+    for name in ("name", "model"):
+        if not isinstance(data[name], str) or not data[name].strip():
+            raise bad(name, "a non-empty string")
+    if data["scale"] not in SCALES:
+        raise bad("scale", f"one of {', '.join(SCALES)}")
+    seeds = data["seeds"]
+    if (
+        not isinstance(seeds, list)
+        or not seeds
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)
+    ):
+        raise bad("seeds", "a non-empty list of integers >= 0")
+    states = count("states")
+    if len(seeds) != states or seeds != list(range(seeds[0], seeds[0] + states)):
+        raise bad("seeds", f"{states} consecutive seeds (one per state, as a run numbers them)")
+    prices = data.get("prices", BUILTIN_PRICES)
+    if not isinstance(prices, str):
+        raise ConfigError(f"{where}, field 'prices': expected a string, got {prices!r}")
+    as_of = data.get("prices_as_of")
+    return Protocol(
+        name=data["name"],
+        model=data["model"],
+        temperature=number("temperature"),
+        scale=data["scale"],
+        seeds=tuple(seeds),
+        states=states,
+        samples=count("samples"),
+        tolerance=number("tolerance"),
+        prices=prices,
+        prices_as_of=None if as_of is None else str(as_of),
+        digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+    )
+
+
+def load_protocol(path: Path) -> Protocol:
+    """Read and check a protocol file."""
+    try:
+        if path.stat().st_size > MAX_PROTOCOL_BYTES:
+            raise ConfigError(f"{path}: a protocol file is at most {MAX_PROTOCOL_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the protocol {path}: {exc}") from None
+    return parse_protocol(text, str(path))
+
+
+def default_protocol_path() -> Path:
+    """``board/protocol.yaml`` of the working directory (a checkout of the repository)."""
+    return Path("board") / "protocol.yaml"

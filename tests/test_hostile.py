@@ -33,8 +33,9 @@ TIMED = """\
   retrieval: named
 """
 
-# Skips its work whenever it is not the statement being scored, as told by current_query():
-# under EXPLAIN ANALYZE timing this made VES 208.8 and the Grade 121.8.
+# Skips its work whenever it is not the statement being scored, as told by its own query text
+# (current_query() is revoked from readers now; pg_stat_activity shows a session its own query):
+# under EXPLAIN ANALYZE timing this trick made VES 208.8 and the Grade 121.8.
 TIMING_CHEAT = """
 class Cheat:
     name = "cheat"
@@ -47,7 +48,8 @@ class Cheat:
         if q.id == "h001":
             return (
                 "SELECT * FROM (SELECT count(*) AS n FROM generate_series(1, 2000000) AS g) t "
-                "WHERE (SELECT current_query() NOT LIKE 'EXPLAIN%')"
+                "WHERE (SELECT query NOT LIKE 'EXPLAIN%' FROM pg_stat_activity "
+                "WHERE pid = pg_backend_pid())"
             )
         return "SELECT 1 AS x UNION ALL SELECT 3 ORDER BY 1"
 """

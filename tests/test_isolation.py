@@ -55,7 +55,8 @@ HANG_GUARD_S = 600  # pytester gives up on a run that hangs (a guard, not a timi
 
 
 def _run(pytester: pytest.Pytester, adapter: str, workers: str, *extra: str) -> dict[str, Any]:
-    """Run the benchmark with ``adapter``; the results file (which must exist)."""
+    """Run the benchmark with ``adapter``; the results file (which must exist), with the
+    terminal output under the key ``_stdout``."""
     folder = pytester.path / "private"
     if not folder.exists():
         folder.mkdir()
@@ -78,6 +79,7 @@ def _run(pytester: pytest.Pytester, adapter: str, workers: str, *extra: str) -> 
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
     doc: dict[str, Any] = json.loads(out.read_text())
     assert sorted(q["id"] for q in doc["questions"]) == ["v001", "v002", "v003"]
+    doc["_stdout"] = result.stdout.str()
     return doc
 
 
@@ -137,6 +139,7 @@ def test_an_adapter_cannot_patch_the_scorer_or_read_the_gold(
     doc = _run(pytester, "cheat:Cheat", workers)
     by_id = _by_id(doc)
     assert doc["metrics"]["ex_multistate"] == 0.0  # not 66.7: the patch did not reach the scorer
+    assert "adapter not isolated" not in doc["_stdout"]
     for qid in ("v001", "v003"):
         assert by_id[qid]["correct"] is False and by_id[qid]["error_kind"] is None
     assert by_id["v002"]["error_kind"] == "adapter_error"
@@ -152,6 +155,7 @@ def test_in_process_mode_is_not_isolated_and_says_so(pytester: pytest.Pytester) 
     by_id = _by_id(doc)
     assert by_id["v001"]["correct"] is True and by_id["v003"]["correct"] is True
     assert by_id["v002"]["error"].startswith("AttributeError: ")
+    assert "adapter not isolated: --heron-in-process: it ran inside" in doc["_stdout"]
 
 
 ESCAPES = """

@@ -46,6 +46,7 @@ MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's pro
 LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
 CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
 CLI_GRACE_S = 2.0  # the cli adapter enforces --heron-timeout itself; the thread waits this longer
+LOAD_GRACE_S = 30.0  # starting Python and importing the adapter: --heron-timeout plus this
 
 
 class AdapterTimeout(Exception):
@@ -439,7 +440,7 @@ class ChildSystem:
         request = {"op": "load", "name": self.name, "sys_path": [p for p in sys.path if p]}
         if self._proc is None:
             self._start()
-        return self._call(request, timeout_s, "load")
+        return self._call(request, timeout_s + LOAD_GRACE_S, "load")
 
     # -- the answerer
 

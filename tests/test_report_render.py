@@ -37,14 +37,11 @@ def _install_chromium() -> str:
         return "apt-get is not available on this machine"
     if os.geteuid() != 0:  # never sudo: a test does not change the host behind its user's back
         return "not root, so not installing it here (run `apt-get install chromium` as root)"
-    prefix: list[str] = []
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = [*prefix, "apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
+    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
     done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
     if done.returncode != 0:  # stale or missing package lists: refresh once and retry
-        subprocess.run(
-            [*prefix, "apt-get", "update", "-q"], capture_output=True, env=env, timeout=600
-        )
+        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
         done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
     return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-500:]
 

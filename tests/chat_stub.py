@@ -51,8 +51,13 @@ def completion(
     tool_calls: Sequence[tuple[str, dict[str, Any]]] = (),
     model: str = "stub-model",
     finish_reason: str | None = None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """A chat.completion body with one choice; ``tool_calls`` are ``(name, arguments)`` pairs."""
+    """A chat.completion body with one choice; ``tool_calls`` are ``(name, arguments)`` pairs.
+    ``cached_tokens`` / ``reasoning_tokens`` add ``usage.prompt_tokens_details.cached_tokens`` /
+    ``usage.completion_tokens_details.reasoning_tokens`` (parts of the two counts, as OpenAI
+    reports them); left out when None, as providers without them do."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
@@ -63,6 +68,15 @@ def completion(
             }
             for i, (name, args) in enumerate(tool_calls)
         ]
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return {
         "id": "chatcmpl-stub",
         "object": "chat.completion",
@@ -75,11 +89,7 @@ def completion(
                 "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": usage,
     }
 
 

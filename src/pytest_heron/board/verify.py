@@ -84,6 +84,9 @@ STATUS = {  # how each metric of the verdict was obtained
     "latency_s_median": "as reported",
     "latency_s_p90": "as reported",
     "grade": "recomputed from checked EX, VES and errors with reported tokens and latency",
+    "tokens_prompt_cached": "as reported",
+    "tokens_reasoning": "as reported",
+    "cost_per_correct_usd": "as reported cost over checked correct answers",
 }
 
 

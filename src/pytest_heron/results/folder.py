@@ -24,7 +24,18 @@ from pytest_heron.scoring.outcome import Outcome
 CSV_COLUMNS = (
     *(f for f in OUTCOME_FIELDS if f not in ("usage", "samples")),
     "tokens",
-)  # every outcome field but the nested ones, then billed tokens
+    "tokens_prompt",
+    "tokens_prompt_cached",
+    "tokens_completion",
+    "tokens_reasoning",
+    "failure_mode",
+)  # every outcome field but the nested ones, billed tokens and their split, the failure mode
+_USAGE_COLUMNS = {
+    "tokens_prompt": "prompt_tokens",
+    "tokens_prompt_cached": "prompt_tokens_cached",
+    "tokens_completion": "completion_tokens",
+    "tokens_reasoning": "completion_tokens_reasoning",
+}
 
 
 def _tokens(o: Outcome) -> int:
@@ -47,6 +58,9 @@ def questions_csv(results: Results) -> str:
     for o in results.outcomes:
         row = {k: _csv_value(v) for k, v in o.to_json().items()}
         row["tokens"] = _tokens(o) if o.usage else None
+        for column, key in _USAGE_COLUMNS.items():
+            row[column] = (o.usage or {}).get(key)  # empty when not reported
+        row["failure_mode"] = metrics.failure_mode(o)
         writer.writerow([csv_cell(row.get(c)) for c in CSV_COLUMNS])
     return out.getvalue()
 

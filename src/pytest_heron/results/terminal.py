@@ -18,6 +18,13 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if not ci else f"[{ci[0]:.1f}%, {ci[1]:.1f}%]"
 
 
+def _modes(b: metrics.Bucket) -> str:
+    """A bucket's failures by mode, when it has any."""
+    if not b.failures_syntax and not b.failures_semantic:
+        return ""
+    return f", syntax {b.failures_syntax or 0}, semantic {b.failures_semantic or 0}"
+
+
 def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
@@ -43,17 +50,52 @@ def usage_line(c: Conditions, m: Summary) -> str:
     else:
         tokens = (
             f"billed tokens prompt/completion: {m.tokens_prompt or 0}/"
-            f"{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q)"
+            f"{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q; of which cached prompt "
+            f"{_count(m.tokens_prompt_cached)}, reasoning {_count(m.tokens_reasoning)})"
         )
     price = c.price
     if m.cost_usd is not None and price:
-        cost = f"cost: ${m.cost_usd:.6f} ({price['model']} list price as of {price['as_of']})"
+        cost = f"cost: ${m.cost_usd:.6f} ({price['model']} list price as of {price['as_of']}"
+        if m.tokens_prompt_cached and price.get("cached_prompt") is None:
+            cost += "; cached prompt tokens priced as prompt: the table gives no cached price"
+        cost += ")"
     elif c.model and not price:
         cost = f"cost: n/a (no price for {c.model!r}; see --heron-prices)"
     else:
         cost = "cost: n/a"
     superset = f"superset EX (extra columns allowed; not EX): {_fmt(m.ex_superset)}"
     return f"{at_k}   R-VES: {_fmt(m.r_ves, '')}   {superset}   {tokens}   {cost}"
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.6f}"
+
+
+def figures_line(c: Conditions, m: Summary) -> str:
+    """set-EX beside EX, pass^k beside EX@k, failures by mode, cost per correct answer."""
+    first = c.seeds[0] if c.seeds else "?"
+    if m.ex_all_k:
+        all_k = ", ".join(f"pass^{k} {_fmt(v)}" for k, v in m.ex_all_k.items())
+    else:
+        all_k = "pass^k: n/a (1 sample)"
+    return (
+        f"set-EX (rows as sets, BIRD's count; not EX): multi-state {_fmt(m.ex_multistate_set)}, "
+        f"seed {first} {_fmt(m.ex1_set)}   {all_k}   failures by mode: syntax "
+        f"{_count(m.failures_syntax)}, semantic {_count(m.failures_semantic)}   "
+        f"cost per correct answer: {_money(m.cost_per_correct_usd)}"
+    )
+
+
+FIGURES_LEGEND = (
+    "legend: set-EX = EX with duplicates and row order ignored (how BIRD counts; the gap to EX "
+    "is what set comparison over-counts); pass^k = all k of k samples right (reliability; "
+    "pass@k = at least one); syntax = the SQL did not run (db_error, rejected); semantic = it "
+    "ran and returned other rows; cost per correct answer = cost / multi-state-correct questions"
+)
 
 
 def summary_lines(results: Results) -> list[str]:
@@ -77,12 +119,16 @@ def summary_lines(results: Results) -> list[str]:
         f" L_ref={metrics.REF_LATENCY_S:g}s)",
     ]
     lines.append(usage_line(c, m))
+    lines.append(figures_line(c, m))
+    lines.append(FIGURES_LEGEND)
     kinds = metrics.error_kinds(results.outcomes)
     if kinds:
         lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
     for axis, buckets in results.breakdown.items():
         if not buckets:
             continue
-        cells = [f"{name} {_fmt(b.ex_multistate)} (n={b.n})" for name, b in buckets.items()]
+        cells = [
+            f"{name} {_fmt(b.ex_multistate)} (n={b.n}{_modes(b)})" for name, b in buckets.items()
+        ]
         lines.append(f"by {axis}: " + "; ".join(cells))
     return lines

@@ -203,6 +203,10 @@ class ChatReply:
     completion_tokens: int = 0
     cached: bool = False
     latency_s: float = 0.0
+    # parts of the two above, when the provider reports them (None when it does not):
+    # usage.prompt_tokens_details.cached_tokens, usage.completion_tokens_details.reasoning_tokens
+    prompt_tokens_cached: int | None = None
+    completion_tokens_reasoning: int | None = None
 
     def message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation for the next call."""
@@ -227,6 +231,8 @@ class ChatReply:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "latency_s": self.latency_s,
+            "prompt_tokens_cached": self.prompt_tokens_cached,
+            "completion_tokens_reasoning": self.completion_tokens_reasoning,
         }
 
     @classmethod
@@ -241,6 +247,8 @@ class ChatReply:
             completion_tokens=int(record.get("completion_tokens") or 0),
             cached=True,
             latency_s=latency_s,
+            prompt_tokens_cached=_opt_int(record.get("prompt_tokens_cached")),
+            completion_tokens_reasoning=_opt_int(record.get("completion_tokens_reasoning")),
         )
 
 
@@ -254,6 +262,8 @@ class Meter:
         self.cached_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.prompt_tokens_cached: int | None = None  # None until a reply reports it
+        self.completion_tokens_reasoning: int | None = None
         self.latencies_s: list[float] = []
 
     def add(self, reply: ChatReply) -> None:
@@ -262,18 +272,31 @@ class Meter:
             self.cached_calls += int(reply.cached)
             self.prompt_tokens += reply.prompt_tokens
             self.completion_tokens += reply.completion_tokens
+            if reply.prompt_tokens_cached is not None:
+                self.prompt_tokens_cached = (
+                    self.prompt_tokens_cached or 0
+                ) + reply.prompt_tokens_cached
+            if reply.completion_tokens_reasoning is not None:
+                self.completion_tokens_reasoning = (
+                    self.completion_tokens_reasoning or 0
+                ) + reply.completion_tokens_reasoning
             self.latencies_s.append(reply.latency_s)
 
     def usage(self) -> dict[str, int]:
         """The ``Prediction.usage`` dict."""
         with self._lock:
-            return {
+            usage = {
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "calls": self.calls,
                 "cached_calls": self.cached_calls,
                 "llm_ms": round(sum(self.latencies_s) * 1000),
             }
+            if self.prompt_tokens_cached is not None:
+                usage["prompt_tokens_cached"] = self.prompt_tokens_cached
+            if self.completion_tokens_reasoning is not None:
+                usage["completion_tokens_reasoning"] = self.completion_tokens_reasoning
+            return usage
 
 
 def attach_usage(exc: BaseException, meter: Meter) -> None:
@@ -321,7 +344,24 @@ def parse_completion(body: Any) -> ChatReply:
         finish_reason=choices[0].get("finish_reason"),
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
+        prompt_tokens_cached=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+        completion_tokens_reasoning=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
     )
+
+
+def _detail(usage: Mapping[str, Any], group: str, name: str) -> int | None:
+    """``usage[group][name]`` as a count >= 0, or None when the provider does not report it."""
+    details = usage.get(group)
+    return _opt_int(details.get(name)) if isinstance(details, Mapping) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    try:
+        return int(value)
+    except (OverflowError, ValueError):  # inf, nan
+        return None
 
 
 def _int(value: Any) -> int:

@@ -295,6 +295,31 @@ def test_wrong_answers_fail_with_a_readable_difference(pytester: pytest.Pytester
     assert kinds == {"v001": None, "v002": "rejected", "v003": "invalid_prediction"}
 
 
+def test_set_ex_and_failure_modes_cross_xdist(pytester: pytest.Pytester) -> None:
+    # v001 returns gold's rows out of gold's ORDER BY: wrong as EX, right as a set (BIRD's
+    # count); v002 is rejected (a syntax failure), v003 returns nothing usable (neither mode)
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Wrong",
+        f"--heron-questions={private}",
+        "--heron-output=w.json",
+        "-n",
+        "2",
+        *FAST,
+    )
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        ["*set-EX (rows as sets, BIRD's count; not EX): multi-state 33.3%*syntax 1, semantic 1*"]
+    )
+    doc = _results(pytester.path / "w.json")
+    m = doc["metrics"]
+    assert (m["ex_multistate"], m["ex_multistate_set"]) == (0.0, 33.3333)
+    assert (m["failures_syntax"], m["failures_semantic"], m["ex_all_k"]) == (1, 1, None)
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["v001"]["correct_set"] is True and by_id["v002"]["correct_set"] is False
+
+
 def test_crash_and_hang_cost_only_their_question(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     pytester.makepyfile(myadapters=ADAPTERS)

@@ -1,5 +1,5 @@
 """The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission`` and ``leaderboard``."""
+``verify-submission``, ``leaderboard`` and ``site``."""
 
 from __future__ import annotations
 
@@ -307,6 +307,33 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _site(args: argparse.Namespace) -> int:
+    from pytest_heron.site.build import build_site
+    from pytest_heron.site.gold import gold_rows_on_state
+
+    if args.board is None and not args.runs:
+        raise HeronError("heron site: give --board DIR, --runs DIR|FILE ..., or both")
+    gold = None
+    if args.database:
+
+        def gold(questions: Any, runs: Any) -> Any:
+            first = runs[0].results.conditions if runs else None
+            scale = args.scale or (first.scale if first else "small")
+            seed = args.seed if args.seed is not None else (first.seeds[0] if first else 42)
+            return gold_rows_on_state(questions, scale, seed, args.dsn, _say)
+
+    written = build_site(
+        Path(args.out),
+        board=None if args.board is None else Path(args.board),
+        runs=[Path(p) for p in args.runs],
+        questions=None if args.questions is None else Path(args.questions),
+        gold=gold,
+    )
+    _say(f"wrote {len(written)} pages; open {Path(args.out) / 'index.html'}")
+    print(Path(args.out) / "index.html")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -398,6 +425,36 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--out", default="board", help="(default: board)")
     board.add_argument("--check", action="store_true", help="exit 1 when the files in --out differ")
     board.set_defaults(func=_leaderboard)
+
+    site = sub.add_parser("site", help="a static results site: board, runs, questions, schema")
+    site.add_argument("--board", help="the board folder with leaderboard.json (default: none)")
+    site.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        metavar="DIR|FILE",
+        help="results files, or folders of them (*.json, */results.json) (default: none)",
+    )
+    site.add_argument("--out", required=True, help="the folder to write the site into")
+    site.add_argument("--questions", help="a folder of question files (default: the built-in set)")
+    site.add_argument(
+        "--database",
+        action="store_true",
+        help="run gold on the first state to show its first rows (the embedded server or "
+        "--dsn; the state is built when missing) (default: not computed)",
+    )
+    site.add_argument("--dsn", help="with --database: the PostgreSQL server (default: embedded)")
+    site.add_argument(
+        "--scale",
+        choices=SCALES,
+        help="with --database: the state's scale (default: the first run's, else small)",
+    )
+    site.add_argument(
+        "--seed",
+        type=int,
+        help="with --database: the state's seed (default: the first run's first seed, else 42)",
+    )
+    site.set_defaults(func=_site)
     return parser
 
 

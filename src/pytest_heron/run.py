@@ -300,7 +300,7 @@ class HeronRun:
         if self.settings.report is not None:
             from pytest_heron.results.folder import write_report
 
-            write_report(self.settings.report, self.results)
+            write_report(self.settings.report, self.results, list(self.questions.values()))
         return self.results
 
 

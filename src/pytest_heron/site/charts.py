@@ -153,7 +153,8 @@ def lanes(
 ) -> Markup:
     """A strip chart: one horizontal lane per ``(name, [(x, tooltip), ...])`` on a shared,
     labelled x axis (for example billed tokens of the right and of the wrong answers)."""
-    left, right, top, lane_h = 70, 24, 30, 34
+    right, top, lane_h = 24, 30, 34
+    left = max([text_width(f"{name} ({len(pts)})") for name, pts in lanes_] + [40.0]) + 14
     plot_w = WIDTH - left - right
     xs = nice_ticks(max([x for _, pts in lanes_ for x, _ in pts] + [0.0]))
     x_max = xs[-1]
@@ -172,7 +173,7 @@ def lanes(
     for i, (name, pts) in enumerate(lanes_):
         y = top + lane_h * i + lane_h / 2
         body.append(
-            f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(name)} '
+            f'<text x="{left - 8:.1f}" y="{y + 4:.1f}" text-anchor="end">{escape(name)} '
             f"({len(pts)})</text>"
         )
         cls = "ok" if i == 0 else "bad"
@@ -212,7 +213,10 @@ def heatmap(
     cell_w, cell_h = 52, 30
     label_w = max([text_width(r) for r in rows] + [60.0]) + 12
     head = 30 + max([text_width(c) for c in columns] + [20.0]) * 0.72 + 10
-    width = label_w + cell_w * len(columns) + 40
+    width = max(
+        [label_w + cell_w * (j + 0.5) + text_width(c) * 0.72 + 8 for j, c in enumerate(columns)]
+        + [label_w + cell_w * len(columns) + 8]
+    )
     height = head + cell_h * len(rows) + 8
     body = [f'<text x="0" y="16" class="title">{escape(title)}</text>']
     for j, col in enumerate(columns):

@@ -27,6 +27,8 @@ from pytest_heron.safe_text import printable
 from pytest_heron.scoring import metrics
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.site import charts, sqltext
+from pytest_heron.site.buckets import heat_maps, row_label
+from pytest_heron.site.definitions import METRICS
 from pytest_heron.site.gold import GoldRows
 from pytest_heron.site.inputs import Board, BoardRow, Run
 from pytest_heron.site.pairing import condition_warnings, pair
@@ -47,94 +49,6 @@ NAV = (
     NavItem("questions", "Questions", "questions/index.html"),
     NavItem("compare", "Compare", "compare/index.html"),
     NavItem("schema", "Schema", "schema/index.html"),
-)
-
-METRICS = (  # key, label, definition (the run page's cards)
-    (
-        "ex_multistate",
-        "multi-state EX@1",
-        "Share of questions whose one answer returns gold's result on every state of the run "
-        "(the headline). Results are compared as multisets, order only where gold orders.",
-    ),
-    (
-        "ex1",
-        "EX@1 (first state)",
-        "Share of questions whose answer returns gold's result on the first state (the first "
-        "seed) alone; at least the multi-state figure.",
-    ),
-    (
-        "ex_at_k",
-        "EX@k (ceiling)",
-        "Unbiased pass@k over the samples of each question (1 - C(n-c, k)/C(n, k), c = samples "
-        "right on every state): a capability ceiling, never the headline.",
-    ),
-    (
-        "exact_match",
-        "exact match",
-        "Share of answers whose SQL equals gold's after sqlglot normalisation. Not EX: "
-        "different SQL can return the same rows.",
-    ),
-    (
-        "ex_superset",
-        "superset EX",
-        "Share of questions right when extra predicted columns are allowed. Reported apart; "
-        "never counted as EX.",
-    ),
-    (
-        "soft_f1",
-        "Soft-F1",
-        "Row-level partial credit (BIRD mini-dev): the F1 of the predicted rows against gold's, "
-        "averaged over questions; 100 for an answer the comparator accepts.",
-    ),
-    (
-        "ves",
-        "VES",
-        "Valid Efficiency Score: 100/N × Σ 1[right] × √(t_gold / t_pred), each time the minimum "
-        "of 5 runs after a warm-up, gold and prediction timed together on the first state.",
-    ),
-    (
-        "r_ves",
-        "R-VES",
-        "Reward-based VES: the time ratio t_gold/t_pred put in steps (faster earns more, much "
-        "slower earns little), summed over right answers; steadier than VES on fast queries.",
-    ),
-    (
-        "set_recall",
-        "Set-Recall",
-        "Mean share of gold's tables among the tables the adapter put in its context; n/a when "
-        "the adapter sends the whole schema or does not say.",
-    ),
-    (
-        "tokens_per_q",
-        "billed tokens / question",
-        "Prompt plus completion tokens per question as the provider billed them (never "
-        "estimated); n/a when the adapter reported none.",
-    ),
-    (
-        "cost_usd",
-        "cost, USD",
-        "Billed tokens at the list price recorded in the run's conditions; n/a (never 0) when "
-        "the model has no price.",
-    ),
-    (
-        "errors",
-        "errors",
-        "Questions whose answer did not run: not a prediction, rejected by the guard, a "
-        "database error, a timeout, a result over the caps, an adapter error or timeout.",
-    ),
-    (
-        "latency_s_median",
-        "median latency, s",
-        "Median seconds the adapter took to answer one question.",
-    ),
-    (
-        "grade",
-        "Grade",
-        "0-100: "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in metrics.GRADE_WEIGHTS.items())
-        + f"; alone, TokenEconomy and Latency use T_ref={metrics.REF_TOKENS_PER_Q:g} tokens/q "
-        f"and L_ref={metrics.REF_LATENCY_S:g} s (on a board, the board's best).",
-    ),
 )
 
 _ENV: jinja2.Environment | None = None
@@ -233,7 +147,7 @@ class _Site:
         ]
         scatters, notes = self._scatters(
             [
-                (self._row_label(r), r.ex_multistate, r.tokens_per_q, r.cost_usd, r.reference)
+                (row_label(r), r.ex_multistate, r.tokens_per_q, r.cost_usd, r.reference)
                 for r in board.rows
             ],
             "board row",
@@ -254,49 +168,8 @@ class _Site:
             scatter_notes=notes,
         )
 
-    @staticmethod
-    def _row_label(r: BoardRow) -> str:
-        return f"{r.tool} {r.tool_version or ''}".strip()
-
     def _heat(self, rows: Sequence[BoardRow]) -> list[Any]:
-        questions = self.data.questions
-        with_verdicts = [r for r in rows if r.correct]
-        if not with_verdicts or not questions:
-            return []
-        labels = [self._row_label(r) for r in with_verdicts]
-        per_row: list[list[Outcome]] = []
-        for r in with_verdicts:
-            assert r.correct is not None
-            per_row.append(
-                [
-                    Outcome.blank(questions[q], correct=ok, correct_by_state={"0": ok})
-                    for q, ok in sorted(r.correct.items())
-                    if q in questions
-                ]
-            )
-        out = []
-        axes = ("shape", "retrieval", "shape × retrieval", "trap", "join_width")
-        for axis in axes:
-            cells: dict[tuple[str, str], tuple[float | None, int]] = {}
-            columns: set[str] = set()
-            for label, outcomes in zip(labels, per_row, strict=True):
-                if axis == "shape × retrieval":
-                    groups: dict[str, list[Outcome]] = {}
-                    for o in outcomes:
-                        groups.setdefault(f"{o.shape}/{o.retrieval}", []).append(o)
-                    buckets = {k: (metrics.ex_multistate(v), len(v)) for k, v in groups.items()}
-                else:
-                    bd = metrics.breakdown(outcomes, 0)[axis]
-                    buckets = {k: (b.ex_multistate, b.n) for k, b in bd.items()}
-                for name, value in buckets.items():
-                    cells[(label, name)] = value
-                    columns.add(name)
-            out.append(
-                charts.heatmap(
-                    f"multi-state EX by {axis.replace('_', ' ')}", labels, sorted(columns), cells
-                )
-            )
-        return out
+        return heat_maps(rows, self.data.questions)
 
     @staticmethod
     def _scatters(

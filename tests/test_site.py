@@ -239,3 +239,36 @@ def test_gold_rows_on_the_first_state(tiny_state: Any) -> None:
     first = rows[qs[0].id]
     assert first.error is None and first.total >= 1 and first.columns
     assert len(first.rows) == min(first.total, 5)
+
+
+def test_heron_site_on_two_plugin_runs(pytester: pytest.Pytester) -> None:
+    """Two runs made by the plugin on the tiny scale (gold, and an adapter that gets every
+    question wrong, under ``-n 2``), then ``heron site`` on them with the run's question set."""
+    from test_plugin import ADAPTERS, FAST, _private
+
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    for adapter, extra in (("gold", []), ("myadapters:Wrong", ["-n", "2"])):
+        name = adapter.rpartition(":")[2].lower()
+        pytester.runpytest_subprocess(
+            f"--heron-adapter={adapter}",
+            f"--heron-output=runs/{name}.json",
+            f"--heron-questions={private}",
+            *FAST,
+            *extra,
+        )
+    out = pytester.path / "site"
+    argv = ["site", "--runs", "runs", "--questions", str(private), "--out", str(out)]
+    assert main(argv) == 0
+    compare = (out / "compare" / "gold--wrong.html").read_text()
+    assert 'data-metric="a_only"><div class="num">3</div>' in compare
+    run = (out / "runs" / "wrong.html").read_text()
+    assert run.count('data-verdict="error"') == 2 and run.count('data-verdict="wrong"') == 1
+    question = (out / "questions" / "v002.html").read_text()
+    assert "Pair each letter with its number." in question and "rejected" in question
+    assert sorted(p.name for p in (out / "questions").iterdir()) == [
+        "index.html",
+        "v001.html",
+        "v002.html",
+        "v003.html",
+    ]

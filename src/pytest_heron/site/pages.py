@@ -329,7 +329,7 @@ class _Site:
             f"Run {run.slug}",
             run={"label": run.label, "source": run.source},
             conditions=conditions_line(c),
-            usage=usage_line(c, m),
+            usage=usage_line(c, m).split("   "),
             metrics=m,
             n=len(res.outcomes),
             states=c.states,

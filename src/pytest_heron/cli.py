@@ -276,6 +276,8 @@ def _verify(args: argparse.Namespace) -> int:
         backend=args.backend,
         dsn=args.dsn,
         progress=_say,
+        questions_dir=Path(args.questions) if args.questions else None,
+        replay_cache=not args.no_replay,
     )
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
@@ -391,6 +393,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ver.add_argument("--backend", default="auto", choices=("auto", "embedded", "docker", "dsn"))
     ver.add_argument("--dsn", help="a PostgreSQL server for the states (default: none)")
+    ver.add_argument(
+        "--no-replay",
+        action="store_true",
+        help="do not replay a shipped LLM cache with the installed adapter (tokens and cost then "
+        "stay 'as reported')",
+    )
     ver.set_defaults(func=_verify)
 
     board = sub.add_parser("leaderboard", help="the board from accepted submissions")

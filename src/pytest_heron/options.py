@@ -43,7 +43,7 @@ OPTIONS: tuple[Option, ...] = (
         "heron-adapter",
         None,
         "run the benchmark with this adapter: an entry-point name, "
-        "module:Class, or 'cli' (default: off)",
+        "module:Class, 'cli', or 'file' (with --heron-predictions) (default: off)",
         "NAME",
     ),
     Option(
@@ -142,6 +142,13 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
     ),
     Option(
+        "heron-predictions",
+        None,
+        "with --heron-adapter=file: a JSON-lines file of predictions, one "
+        '{"id": ..., "sql": ...} per question (default: none)',
+        "FILE",
+    ),
+    Option(
         "heron-protocol",
         None,
         "a board protocol file (board/protocol.yaml): the run refuses to start when its scale, "
@@ -180,6 +187,7 @@ class Settings:
     resume: bool = False
     in_process: bool = False
     protocol: Path | None = None
+    predictions: Path | None = None
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -245,6 +253,14 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
     backend = _choice("heron-backend", raw["heron-backend"], BACKENDS)
     if _flag("heron-resume", raw["heron-resume"]) and not output:
         raise ConfigError("--heron-resume needs --heron-output (the journal lives beside it)")
+    predictions = raw["heron-predictions"]
+    if raw["heron-adapter"] == "file" and not predictions:
+        raise ConfigError(
+            "--heron-adapter=file needs --heron-predictions=FILE.jsonl (one "
+            '{"id": ..., "sql": ...} per line)'
+        )
+    if predictions and raw["heron-adapter"] != "file":
+        raise ConfigError("--heron-predictions is read only with --heron-adapter=file")
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -274,6 +290,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         resume=_flag("heron-resume", raw["heron-resume"]),
         in_process=_flag("heron-in-process", raw["heron-in-process"]),
         protocol=_absolute(raw["heron-protocol"]),
+        predictions=_absolute(predictions),
     )
 
 

@@ -41,8 +41,11 @@ from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, score_question
-from pytest_heron.systems.isolation import System, open_system
+from pytest_heron.systems import preflight
+from pytest_heron.systems.isolation import FileSystem, System, open_system
 from pytest_heron.systems.llm.cache import default_cache_path
+from pytest_heron.systems.llm.client import api_key
+from pytest_heron.systems.predictions import load_predictions
 from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
 
 Hook = Callable[[str], Any]
@@ -76,10 +79,19 @@ class HeronRun:
             q.id: q for q in load_questions(settings.questions)
         }
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
-        # fail fast on an unknown name too; an isolated adapter is looked up in its own process
-        self.system: System = open_system(
-            settings.adapter or "", hook, in_process=settings.in_process, timeout_s=settings.timeout
+        name = settings.adapter or ""
+        preflight.check_extras(name)
+        preflight.check_options(
+            name, model=settings.model, endpoint=settings.endpoint, offline=settings.offline
         )
+        # fail fast on an unknown name too; an isolated adapter is looked up in its own process
+        self.system: System
+        if name == "file":
+            self.system = _file_system(settings, self.questions)
+        else:
+            self.system = open_system(
+                name, hook, in_process=settings.in_process, timeout_s=settings.timeout
+            )
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         if settings.output is not None:
@@ -100,6 +112,7 @@ class HeronRun:
 
     def build_states(self, progress: Callable[[str], None]) -> None:
         s = self.settings
+        self._check_endpoint(progress)
         kind = choose(s.backend, s.dsn)
         progress(f"backend: {kind}")
         self.server = start(kind, s.dsn)
@@ -123,6 +136,15 @@ class HeronRun:
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
             self._open_journal()
+
+    def _check_endpoint(self, progress: Callable[[str], None]) -> None:
+        """An LLM adapter's endpoint answers and serves the model (before any state is built)."""
+        s = self.settings
+        needs = preflight.NEEDS.get(s.adapter or "")
+        if needs is None or not needs.llm or s.offline or not s.endpoint or not s.model:
+            return
+        note = preflight.check_endpoint(s.endpoint, s.model, api_key())
+        progress(note or f"endpoint {s.endpoint} serves {s.model}")
 
     def _check_gold(self) -> None:
         """Every gold query plans on every state (``EXPLAIN``, nothing executed), so a question
@@ -302,6 +324,14 @@ class HeronRun:
 
             write_report(self.settings.report, self.results)
         return self.results
+
+
+def _file_system(s: Settings, questions: Mapping[str, GoldQuestion]) -> System:
+    """``--heron-adapter=file``: the predictions file, checked before the first question."""
+    assert s.predictions is not None  # options.resolve requires it
+    if s.samples != 1:
+        raise ConfigError("--heron-adapter=file has one prediction per question: --heron-samples=1")
+    return FileSystem(load_predictions(s.predictions, questions))
 
 
 def _check_protocol(s: Settings) -> Protocol:

@@ -21,6 +21,7 @@ import platform
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -33,10 +34,12 @@ from pytest_heron.dataset.questions import GoldQuestion, load_questions
 from pytest_heron.errors import AdapterError, ConfigError, ErrorKind, HeronError, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
+from pytest_heron.results.comparison import Comparison, compare_runs
 from pytest_heron.results.conditions import Conditions
-from pytest_heron.results.document import Results, results_document, write_results
+from pytest_heron.results.document import Results, read_results, results_document, write_results
 from pytest_heron.results.files import check_writable
 from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.results.saved import find_run, runs_folder, save_run
 from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
@@ -72,9 +75,10 @@ def _package_version(name: str) -> str | None:
 
 
 class HeronRun:
-    def __init__(self, settings: Settings, hook: Hook | None) -> None:
+    def __init__(self, settings: Settings, hook: Hook | None, rootdir: Path | None = None) -> None:
         self.settings = settings
         self.hook = hook
+        self.rootdir = (rootdir or Path.cwd()).absolute()
         self.questions: dict[str, GoldQuestion] = {
             q.id: q for q in load_questions(settings.questions)
         }
@@ -98,6 +102,16 @@ class HeronRun:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
             check_writable(settings.report, "--heron-report", folder=True)
+        # the run to compare with, found now: "the newest" is the newest before this one
+        self.baseline: Path | None = None
+        if settings.compare is not None:
+            self.baseline = find_run(runs_folder(self.rootdir), settings.compare)
+            if self.baseline is not None:
+                read_results(self.baseline)  # a broken file fails now, not after the run
+        self.saved: Path | None = None
+        self.comparison: Comparison | None = None
+        self.compare_failures: list[str] = []
+        self.compare_error: str | None = None
         self.server: Server | None = None
         self.states: list[StateRef] = []
         self.conditions: Conditions | None = None
@@ -323,7 +337,24 @@ class HeronRun:
             from pytest_heron.results.folder import write_report
 
             write_report(self.settings.report, self.results)
+        self._save_and_compare(self.results)
         return self.results
+
+    def _save_and_compare(self, results: Results) -> None:
+        s = self.settings
+        if s.save is not None:
+            self.saved = save_run(self.rootdir, results, s.save or None)
+        if self.baseline is not None:
+            baseline = read_results(self.baseline)
+            try:
+                self.comparison = compare_runs(
+                    baseline, results, _shown(self.baseline, self.rootdir), "this run"
+                )
+            except HeronError as exc:  # no question in common: nothing to pair
+                self.compare_error = f"{_shown(self.baseline, self.rootdir)}: {exc}"
+                self.compare_failures = [self.compare_error] if s.compare_fail else []
+                return
+            self.compare_failures = self.comparison.failures(dict(s.compare_fail))
 
 
 def _file_system(s: Settings, questions: Mapping[str, GoldQuestion]) -> System:
@@ -352,6 +383,14 @@ def _check_protocol(s: Settings) -> Protocol:
     if problems:
         raise ConfigError(f"--heron-protocol {s.protocol}: " + "; ".join(problems))
     return protocol
+
+
+def _shown(path: Path, rootdir: Path) -> str:
+    """``path`` relative to the rootdir where it is inside it."""
+    try:
+        return str(path.relative_to(rootdir))
+    except ValueError:
+        return str(path)
 
 
 def _int_or_none(value: object) -> int | None:

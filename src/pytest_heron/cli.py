@@ -139,8 +139,18 @@ def _recall(args: argparse.Namespace) -> int:
     from pytest_heron.systems.retrieval.rankers import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
-    built = ranker(args.method)
-    rows = recall_table(questions, rank_questions(built, questions), args.k)
+    if args.method == "embedding":  # minutes on a small machine: show progress
+        from pytest_heron.progress import Steps
+        from pytest_heron.systems.retrieval.rankers import build_ranker, table_docs
+
+        docs = table_docs()
+        with Steps("embedding tables and questions", 2 * len(docs) + len(questions)) as steps:
+            built = build_ranker("embedding", docs, steps.advance)
+            rankings = rank_questions(built, questions, steps.advance)
+    else:
+        built = ranker(args.method)
+        rankings = rank_questions(built, questions)
+    rows = recall_table(questions, rankings, args.k)
     conditions = {
         "method": args.method,
         "model": {

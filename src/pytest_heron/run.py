@@ -18,6 +18,7 @@ import datetime as dt
 import hashlib
 import os
 import platform
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
@@ -89,6 +90,8 @@ class HeronRun:
             name, model=settings.model, endpoint=settings.endpoint, offline=settings.offline
         )
         # fail fast on an unknown name too; an isolated adapter is looked up in its own process
+        if ":" in name:
+            _importable_from(self.rootdir, Path.cwd())
         self.system: System
         if name == "file":
             self.system = _file_system(settings, self.questions)
@@ -383,6 +386,16 @@ def _check_protocol(s: Settings) -> Protocol:
     if problems:
         raise ConfigError(f"--heron-protocol {s.protocol}: " + "; ".join(problems))
     return protocol
+
+
+def _importable_from(*folders: Path) -> None:
+    """Put the rootdir and the current folder at the end of ``sys.path``, so ``module:Class``
+    finds a module there with the plain ``pytest`` command too (``python -m pytest`` puts the
+    current folder first by itself). The adapter's own process gets this ``sys.path``."""
+    for folder in folders:
+        entry = str(folder.absolute())
+        if entry not in sys.path:
+            sys.path.append(entry)
 
 
 def _shown(path: Path, rootdir: Path) -> str:

@@ -85,4 +85,16 @@ def summary_lines(results: Results) -> list[str]:
             continue
         cells = [f"{name} {_fmt(b.ex_multistate)} (n={b.n})" for name, b in buckets.items()]
         lines.append(f"by {axis}: " + "; ".join(cells))
+    lines.extend(LEGEND)
     return lines
+
+
+# What makes some figures look wrong at first sight (the README says the same, at length).
+LEGEND = (
+    "legend: VES and R-VES time each correct answer against gold on this machine, now (min of "
+    "5 runs each): gold against itself has a time ratio of 1 plus noise, so VES moves by several "
+    "points from run to run (about 90-101 on a busy 2-core machine; compare tools within one run)",
+    "legend: R-VES uses BIRD's steps (1 at least as fast as gold, 0.75 just slower): an answer as "
+    "fast as gold lands on either side by noise, so gold itself scores 75-100 (about 88 expected); "
+    "the Grade counts VES at most 100 and is at most 100",
+)

@@ -19,6 +19,7 @@ from pytest_heron.errors import ConfigError
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
+AGENT_MODES = ("tools", "grammar")
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,21 @@ OPTIONS: tuple[Option, ...] = (
         "prompting strategy of the raw-llm adapter: zero-shot, few-shot, self-correct or "
         "few-shot+self-correct (default: zero-shot)",
         "NAME",
+    ),
+    Option(
+        "heron-max-tokens",
+        "2048",
+        "most tokens an LLM adapter lets the model write per reply, sent as max_tokens; 0 sends "
+        "none (default: 2048)",
+        "N",
+    ),
+    Option(
+        "heron-agent-mode",
+        "tools",
+        "how the agent adapter's model acts: tools (OpenAI tool calls) or grammar (each reply a "
+        "JSON object constrained by response_format json_schema, for endpoints without tool "
+        "calls) (default: tools)",
+        "MODE",
     ),
     Option(
         "heron-cache",
@@ -209,6 +225,8 @@ class Settings:
     temperature: float = 0.0
     samples: int = 1
     strategy: str = "zero-shot"
+    max_tokens: int | None = 2048
+    agent_mode: str = "tools"
     cache: Path | None = None
     offline: bool = False
     prices: Path | None = None
@@ -338,6 +356,8 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
         samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
         strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
+        max_tokens=_number("heron-max-tokens", raw["heron-max-tokens"], int, minimum=0) or None,
+        agent_mode=_choice("heron-agent-mode", raw["heron-agent-mode"], AGENT_MODES),
         cache=_absolute(raw["heron-cache"]),
         offline=_flag("heron-offline", raw["heron-offline"]),
         prices=_absolute(raw["heron-prices"]),

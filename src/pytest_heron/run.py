@@ -47,7 +47,7 @@ from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, score_question
 from pytest_heron.systems import preflight
 from pytest_heron.systems.isolation import FileSystem, System, open_system
-from pytest_heron.systems.llm.cache import default_cache_path
+from pytest_heron.systems.llm.cache import default_cache_path, endpoint_id
 from pytest_heron.systems.llm.client import api_key
 from pytest_heron.systems.predictions import load_predictions
 from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
@@ -205,6 +205,8 @@ class HeronRun:
             model=s.model,
             temperature=s.temperature,
             samples=s.samples,
+            endpoint=endpoint_id(s.endpoint) or None,
+            max_tokens=s.max_tokens if s.model else None,  # LLM adapters need a model
             adapter_conditions={str(k): own[k] for k in sorted(own)},
             price=self.price,
             tables=_int_or_none(manifest.get("tables")),
@@ -293,6 +295,8 @@ class HeronRun:
                 temperature=s.temperature,
                 samples=s.samples,
                 strategy=s.strategy,
+                max_tokens=s.max_tokens,
+                agent_mode=s.agent_mode,
                 cache_path=str(default_cache_path(s.cache)),
                 offline=s.offline,
             ),

@@ -99,7 +99,7 @@ def _card_number(label: str, value: float | None) -> str:
         return "n/a"
     if label.startswith("cost"):
         return f"{value:.6f}"
-    if label.startswith("billed tokens"):
+    if "tokens" in label:
         return f"{value:.0f}"
     return f"{value:.1f}"
 
@@ -121,7 +121,9 @@ def render(results: Results) -> str:
         k, value = list(m.ex_at_k.items())[-1]
         headline.insert(2, (f"EX@{k} (ceiling)", value))
     if m.tokens_per_q is not None:
-        headline.append(("billed tokens / question", m.tokens_per_q))
+        replayed = bool(m.llm_calls) and (m.replayed_calls or 0) >= (m.llm_calls or 0)
+        label = "tokens / question (replayed)" if replayed else "billed tokens / question"
+        headline.append((label, m.tokens_per_q))
     if m.cost_usd is not None:
         headline.append(("cost, USD", m.cost_usd))
     cards = "".join(

@@ -263,6 +263,8 @@ class _Site:
                 shown = f"{value:.3f}"
             else:
                 shown = f"{value:.1f}"
+            if key == "tokens_per_q" and m.llm_calls and (m.replayed_calls or 0) >= m.llm_calls:
+                label = "tokens / question (replayed)"  # every call came from the cache
             cards.append({"key": key, "label": label, "shown": shown, "definition": definition})
         bar_charts = [
             charts.bars(

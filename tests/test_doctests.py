@@ -20,6 +20,8 @@ MODULES = [
     "pytest_heron.dataset.catalogue",
     "pytest_heron.database.introspect",
     "pytest_heron.systems.retrieval.lexical",
+    "pytest_heron.progress",
+    "pytest_heron.results.comparison",
 ]
 
 

@@ -26,6 +26,9 @@ MODULES = [
     "pytest_heron.site.inputs",
     "pytest_heron.site.pairing",
     "pytest_heron.site.gold",
+
+    "pytest_heron.progress",
+    "pytest_heron.results.comparison",
 ]
 
 

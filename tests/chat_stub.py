@@ -40,6 +40,7 @@ class Raw:
 
 
 Reply = dict[str, Any] | Raw
+DEFAULT_MODELS = ("stub-model", "m")  # what GET /models lists (the tests' model names)
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -102,7 +103,12 @@ def rate_limited(retry_after: float = 0) -> Raw:
 class ChatStub:
     """The endpoint; see the module docstring."""
 
-    def __init__(self, responder: Responder | Sequence[Reply]) -> None:
+    def __init__(
+        self,
+        responder: Responder | Sequence[Reply],
+        models: Sequence[str] | None = DEFAULT_MODELS,
+    ) -> None:
+        self.models = None if models is None else list(models)  # None: no GET /models (404)
         if callable(responder):
             self._responder: Responder = responder
         else:
@@ -170,10 +176,9 @@ class ChatStub:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(
-                        {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
-                    )
+                if self.path.rstrip("/").endswith("/models") and stub.models is not None:
+                    listed = [{"id": name, "object": "model"} for name in stub.models]
+                    self._send({"object": "list", "data": listed})
                 else:
                     self._send(Raw(404, b'{"error": {"message": "not found"}}'))
 

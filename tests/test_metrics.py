@@ -62,7 +62,10 @@ def test_pass_at_k_rejects_impossible_counts() -> None:
 def test_grade_formula() -> None:
     assert metrics.grade(100.0, 100.0, None, 0, 10, 0.1) == 100.0
     got = metrics.grade(50.0, 40.0, 10000.0, 2, 10, 10.0)
-    assert got == pytest.approx(0.45 * 50 + 0.20 * 40 + 0.15 * 50 + 0.10 * 80 + 0.10 * 50)
+    answered = 1 - 2 / 10  # thrift and speed count as far as answers ran
+    expected = 0.45 * 50 + 0.20 * 40 + 0.10 * 80 + answered * (0.15 * 50 + 0.10 * 50)
+    assert got == pytest.approx(expected)
+    assert metrics.grade(0.0, None, None, 10, 10, 0.001) == 0.0  # nothing ran: 0, not 25
     assert metrics.grade(None, None, None, 0, 0, None) is None
 
 

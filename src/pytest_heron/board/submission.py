@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +127,43 @@ def metadata(name: str, results: Results, about: About, with_cache: bool) -> dic
     }
 
 
+def copy_cache(source: Path, target: Path, results: Results) -> int:
+    """Copy the run's replies out of an LLM cache (``--heron-cache DIR``'s file, perhaps in WAL
+    mode and shared with other runs) into a new single-file cache at ``target``: only rows of the
+    run's model and questions, in key order (so the same replies give the same bytes). Returns
+    the number of rows copied."""
+    import sqlite3
+
+    from pytest_heron.systems.llm.cache import ResponseCache
+
+    ids = sorted(o.id for o in results.outcomes)
+    model = results.conditions.model or ""
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    try:
+        rows = src.execute(
+            "SELECT key, reply, model, question, created FROM replies WHERE model = ? ORDER BY key",
+            (model,),
+        ).fetchall()
+    except sqlite3.Error as exc:
+        raise HeronError(f"--cache {source}: not an LLM cache of pytest-heron ({exc})") from None
+    finally:
+        src.close()
+    wanted = set(ids)
+    rows = [r for r in rows if r[3] in wanted]
+    ResponseCache(target)  # creates the table
+    dst = sqlite3.connect(target, isolation_level=None)
+    try:
+        dst.execute("PRAGMA journal_mode = DELETE")  # one file, no -wal beside it
+        dst.executemany(
+            "INSERT INTO replies (key, reply, model, question, created) VALUES (?, ?, ?, ?, 0)",
+            [r[:4] for r in rows],
+        )
+        dst.execute("VACUUM")
+    finally:
+        dst.close()
+    return len(rows)
+
+
 def write_submission(
     results: Results,
     name: str,
@@ -167,7 +203,7 @@ def write_submission(
     }
     (folder / CLAIMED).write_text(json.dumps(claimed, indent=2) + "\n", encoding="utf-8")
     if cache is not None:
-        shutil.copyfile(cache, folder / CACHE)
+        copy_cache(cache, folder / CACHE, results)
     (folder / DIGEST).write_text(
         folder_digest(folder, content_names(folder)) + "\n", encoding="utf-8"
     )

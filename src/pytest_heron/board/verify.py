@@ -27,6 +27,7 @@ import yaml
 
 from pytest_heron import __version__
 from pytest_heron.board.protocol import Protocol
+from pytest_heron.board.replay import Replay, replay
 from pytest_heron.board.submission import (
     CACHE,
     CLAIMED,
@@ -43,6 +44,7 @@ from pytest_heron.board.submission import (
 )
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import ErrorKind, HeronError, ResultsFileError
+from pytest_heron.progress import Steps
 from pytest_heron.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.scoring import metrics
@@ -88,6 +90,9 @@ STATUS = {  # how each metric of the verdict was obtained
     "tokens_reasoning": "as reported",
     "cost_per_correct_usd": "as reported cost over checked correct answers",
 }
+
+
+TOKEN_FIGURES = ("tokens_prompt", "tokens_completion", "tokens_per_q", "cost_usd")
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -438,12 +443,15 @@ class Verdict:
     correct: dict[str, bool] = field(default_factory=dict)
     correct_hidden: dict[str, bool] = field(default_factory=dict)
     meta: dict[str, JSON] | None = None
+    replay: Replay | None = None
     versions: dict[str, JSON] = field(default_factory=dict)
     verified_at: str = ""
     format: int = VERDICT_FORMAT
 
     def to_json(self) -> dict[str, JSON]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["replay"] = None if self.replay is None else self.replay.to_json()
+        return out
 
 
 def read_verdict(path: Path) -> dict[str, Any]:
@@ -558,8 +566,11 @@ def reproduce(
     everything = [*states, hidden]
     say(f"gold on {len(everything)} states ({len(questions)} questions)")
     broken = []
+    gold_steps = Steps("gold on every state", len(questions), emit=say) if progress else None
     for q in questions:
         gold = score_sql(q, q.gold_sql, everything, statement_timeout=statement_timeout)
+        if gold_steps is not None:
+            gold_steps.advance(detail=q.id)
         if not gold.correct:
             broken.append(f"{q.id}: {gold.error or gold.reason}"[:200])
     if broken:
@@ -571,15 +582,16 @@ def reproduce(
     reasons: list[str] = []
     outcomes: list[Outcome] = []
     hidden_hits: dict[str, bool] = {}
-    for i, q in enumerate(sorted(questions, key=lambda q: q.id)):
-        if i % 20 == 0:
-            say(f"re-executing predictions: {i}/{len(questions)}")
+    steps = Steps("re-executing predictions", len(questions), emit=say) if progress else None
+    for q in sorted(questions, key=lambda q: q.id):
         outcome, hidden_ok, found = _reproduce_question(
             q, sub.entries[q.id], states, hidden, statement_timeout, time_runs
         )
         outcomes.append(outcome)
         hidden_hits[q.id] = hidden_ok
         reasons.extend(found)
+        if steps is not None:
+            steps.advance(detail=q.id)
     price = price_for(protocol.model, load_prices(None))
     summary = metrics.summary(outcomes, protocol.seeds[0], samples=protocol.samples, price=price)
     table = compare_claims(sub.claimed, summary, protocol.tolerance, reasons)
@@ -650,9 +662,13 @@ def verify(
     dsn: str | None = None,
     time_runs: int = TIME_RUNS,
     progress: Callable[[str], None] | None = None,
+    questions_dir: Path | None = None,
+    replay_cache: bool = True,
 ) -> Verdict:
     """Check, then (if the folder is sound) reproduce a submission. ``hidden_seed`` None draws
-    one (:func:`draw_hidden_seed`)."""
+    one (:func:`draw_hidden_seed`). ``questions_dir`` is where ``questions`` came from (None:
+    the built-in set), for the offline replay of a shipped cache (:mod:`.replay`), which
+    ``replay_cache=False`` skips."""
     source = "auto" if hidden_seed is None else "given"
     seed = draw_hidden_seed(protocol) if hidden_seed is None else hidden_seed
     if seed in protocol.seeds:
@@ -709,6 +725,18 @@ def verify(
         )
     finally:
         server.stop()
+    if replay_cache:
+        verdict.replay = _replay(checked, protocol, questions_dir, backend, dsn, say)
+    else:
+        verdict.replay = Replay("not attempted", "skipped (--no-replay)")
+    reasons.extend(verdict.replay.reasons)
+    if verdict.replay.status == "confirmed":
+        if verdict.replay.tokens_checked:
+            for name in TOKEN_FIGURES:
+                if name in figures["metrics"]:
+                    figures["metrics"][name]["status"] = "checked by the offline replay"
+        elif "token counts differ" in verdict.replay.detail:
+            reasons.append("the reported token counts differ from those the shipped cache replays")
     verdict.reasons = reasons
     verdict.accepted = not reasons
     verdict.metrics = figures["metrics"]
@@ -720,6 +748,38 @@ def verify(
     verdict.versions = _versions(str(row[0]) if row else None)
     verdict.verified_at = _now()
     return verdict
+
+
+def _replay(
+    checked: Checked,
+    protocol: Protocol,
+    questions_dir: Path | None,
+    backend: str,
+    dsn: str | None,
+    say: Callable[[str], None],
+) -> Replay:
+    import tempfile
+
+    submitted = {
+        qid: [(e.pred_sql, e.usage) for e in entries] for qid, entries in checked.entries.items()
+    }
+    with tempfile.TemporaryDirectory(prefix="heron-replay-") as work:
+        return replay(
+            checked.folder,
+            checked.conditions.adapter,
+            submitted,
+            protocol,
+            Path(work),
+            model=checked.conditions.model,
+            strategy=checked.meta.get("strategy")
+            if isinstance(checked.meta.get("strategy"), str)
+            else None,
+            endpoint=getattr(checked.conditions, "endpoint", None),
+            questions_dir=questions_dir,
+            backend=backend,
+            dsn=dsn,
+            progress=say,
+        )
 
 
 def write_verdict(path: Path, verdict: Verdict) -> None:

@@ -31,11 +31,38 @@ def conditions_line(c: Conditions) -> str:
     return (
         f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
-        f" model={c.model or 'n/a'} temperature={c.temperature:g}"
+        f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
         f" backend={c.backend} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
+
+
+def _llm(c: Conditions) -> str:
+    """Where an LLM run asked its model, and the reply length it allowed."""
+    if not c.model:
+        return ""
+    return f" endpoint={c.endpoint or 'n/a'} max_tokens={c.max_tokens or 'none'}"
+
+
+def tokens_text(m: Summary) -> str:
+    """The tokens part of the usage line: "billed" only for calls billed by this run; replayed
+    calls are named as such (their tokens were billed when they were recorded)."""
+    if m.tokens_prompt is None and m.tokens_completion is None:
+        return "billed tokens: n/a (the adapter reported no usage)"
+    counts = f"{m.tokens_prompt or 0}/{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q)"
+    replayed, calls = m.replayed_calls or 0, m.llm_calls or 0
+    if calls and replayed >= calls:
+        return (
+            f"tokens prompt/completion: {counts}, replayed from the cache (all {calls} calls; "
+            "billed when recorded, not by this run)"
+        )
+    if replayed:
+        return (
+            f"tokens prompt/completion: {counts} ({replayed} of {calls} calls replayed from "
+            "the cache, billed when recorded; the rest billed by this run)"
+        )
+    return f"billed tokens prompt/completion: {counts}"
 
 
 def usage_line(c: Conditions, m: Summary) -> str:
@@ -45,13 +72,11 @@ def usage_line(c: Conditions, m: Summary) -> str:
         at_k = f"{at_k} (pass@k over {c.samples} samples, multi-state; a ceiling)"
     else:
         at_k = "EX@k: n/a (1 sample; use --heron-samples N)"
-    if m.tokens_prompt is None and m.tokens_completion is None:
-        tokens = "billed tokens: n/a (the adapter reported no usage)"
-    else:
-        tokens = (
-            f"billed tokens prompt/completion: {m.tokens_prompt or 0}/"
-            f"{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q; of which cached prompt "
-            f"{_count(m.tokens_prompt_cached)}, reasoning {_count(m.tokens_reasoning)})"
+    tokens = tokens_text(m)
+    if m.tokens_prompt is not None or m.tokens_completion is not None:
+        tokens += (
+            f" (of which cached prompt {_count(m.tokens_prompt_cached)}, "
+            f"reasoning {_count(m.tokens_reasoning)})"
         )
     price = c.price
     if m.cost_usd is not None and price:
@@ -131,4 +156,16 @@ def summary_lines(results: Results) -> list[str]:
             f"{name} {_fmt(b.ex_multistate)} (n={b.n}{_modes(b)})" for name, b in buckets.items()
         ]
         lines.append(f"by {axis}: " + "; ".join(cells))
+    lines.extend(LEGEND)
     return lines
+
+
+# What makes some figures look wrong at first sight (the README says the same, at length).
+LEGEND = (
+    "legend: VES and R-VES time each correct answer against gold on this machine, now (min of "
+    "5 runs each): gold against itself has a time ratio of 1 plus noise, so VES moves by several "
+    "points from run to run (about 90-101 on a busy 2-core machine; compare tools within one run)",
+    "legend: R-VES uses BIRD's steps (1 at least as fast as gold, 0.75 just slower): an answer as "
+    "fast as gold lands on either side by noise, so gold itself scores 75-100 (about 88 expected); "
+    "the Grade counts VES at most 100 and is at most 100",
+)

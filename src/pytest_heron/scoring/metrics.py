@@ -217,6 +217,10 @@ class Summary:
     latency_s_median: float | None = None
     latency_s_p90: float | None = None
     grade: float | None = None
+    llm_calls: int | None = None  # LLM calls the adapter reported (usage "calls"), if any
+    replayed_calls: int | None = (
+        None  # ... of which replayed from the cache (tokens not billed now)
+    )
     ex1_set: float | None = None
     ex_multistate_set: float | None = None
     ex_all_k: dict[str, float] | None = None
@@ -261,6 +265,8 @@ class Summary:
 _OPT_INTEGERS = (
     "tokens_prompt",
     "tokens_completion",
+    "llm_calls",
+    "replayed_calls",
     "tokens_prompt_cached",
     "tokens_reasoning",
     "failures_syntax",
@@ -340,6 +346,8 @@ def summary(
         latency_s_median=latency,
         latency_s_p90=_quantile(latencies, 0.9),
         grade=grade(ex, ves_score, tokens_per_q, errors, n, latency),
+        llm_calls=_usage_sum(outcomes, "calls"),
+        replayed_calls=_usage_sum(outcomes, "cached_calls"),
         ex1_set=ex_set_first_state(outcomes, first_seed),
         ex_multistate_set=ex_set_multistate(outcomes),
         ex_all_k=ex_all_k(outcomes, samples),
@@ -492,26 +500,37 @@ def grade(
     errors: int,
     n: int,
     latency_s: float | None,
+    *,
+    t_ref: float | None = REF_TOKENS_PER_Q,
+    l_ref: float | None = REF_LATENCY_S,
 ) -> float | None:
-    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.15 TokenEconomy + 0.10 Reliability +
-    0.10 Latency``, with TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were billed),
-    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``. Every part is at most
-    100 (VES, which rewards answers faster than gold, counts at most 100 here) and the weights sum
-    to 1, so the Grade is at most 100 by construction.
+    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.10 Reliability + A (0.15 TokenEconomy +
+    0.10 Latency)``, with Reliability = ``100 (1 - errors/n)``, A = ``1 - errors/n`` the share of
+    questions whose answer ran, TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were
+    billed or there is no reference), Latency = ``100 min(1, L_ref/L)``. Thrift and speed count
+    only as far as they bought answers: a run in which no answer ran (every question an error)
+    has Grade 0, however cheap and fast its failures were; with no errors A is 1 and the Grade is
+    the plain weighted sum. Every part is at most 100 (VES, which rewards answers faster than
+    gold, counts at most 100 here) and the weights sum to 1, so the Grade is at most 100.
 
     >>> grade(100.0, 150.0, None, 0, 10, 0.1)
     100.0
+    >>> grade(0.0, None, None, 10, 10, 0.01)
+    0.0
     """
     if ex is None or n == 0:
         return None
-    token_economy = 100.0 if not tokens_per_q else 100.0 * min(1.0, REF_TOKENS_PER_Q / tokens_per_q)
-    latency = 100.0 if not latency_s else 100.0 * min(1.0, REF_LATENCY_S / latency_s)
+    answered = 1 - errors / n
+    token_economy = (
+        100.0 if not tokens_per_q or not t_ref else 100.0 * min(1.0, t_ref / tokens_per_q)
+    )
+    latency = 100.0 if not latency_s or not l_ref else 100.0 * min(1.0, l_ref / latency_s)
     parts = {
         "ex": ex,
         "ves": min(100.0, ves_score if ves_score is not None else ex),
-        "token_economy": token_economy,
-        "reliability": 100.0 * (1 - errors / n),
-        "latency": latency,
+        "token_economy": answered * token_economy,
+        "reliability": 100.0 * answered,
+        "latency": answered * latency,
     }
     return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_heron import compare, sandbox
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import AdapterError, ErrorKind, InvalidPrediction
+from pytest_heron.errors import AdapterError, ErrorKind, adapter_failure_kind
 from pytest_heron.scoring import similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.systems.isolation import AdapterTimeout, System
@@ -62,17 +62,28 @@ def _counters(value: Any) -> dict[str, int | float] | None:
     return out or None
 
 
+def _latency(wall_s: float, usage: Mapping[str, int | float] | None) -> float:
+    """The question's latency: the wall clock of the adapter's answer plus the recorded latency
+    of the LLM calls it replayed from the cache (``usage["replayed_ms"]``), so a replayed run
+    reports the latencies of the run it replays, not those of a cache lookup.
+
+    >>> _latency(0.25, {"replayed_ms": 1500}), _latency(0.25, None)
+    (1.75, 0.25)
+    """
+    replayed = (usage or {}).get("replayed_ms", 0)
+    return round(wall_s + float(replayed) / 1000, 6)
+
+
 def _adapter_failure(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind and message of an adapter that did not produce a usable prediction."""
     if isinstance(exc, AdapterTimeout):
         return ErrorKind.ADAPTER_TIMEOUT, str(exc)
-    if isinstance(exc, InvalidPrediction):
-        return ErrorKind.INVALID_PREDICTION, str(exc)
+    kind = adapter_failure_kind(exc)
+    if kind is ErrorKind.ADAPTER_TIMEOUT:
+        return kind, str(exc) or "the adapter timed out"
     if isinstance(exc, AdapterError):
-        return ErrorKind.ADAPTER_ERROR, str(exc)
-    if isinstance(exc, TimeoutError):
-        return ErrorKind.ADAPTER_TIMEOUT, str(exc) or "the adapter timed out"
-    return ErrorKind.ADAPTER_ERROR, f"{type(exc).__name__}: {exc}"
+        return kind, str(exc)
+    return kind, f"{type(exc).__name__}: {exc}"
 
 
 def score_question(
@@ -216,16 +227,17 @@ def _score_sample(
         pred: Prediction = to_prediction(raw)
     except Exception as exc:
         kind, message = _adapter_failure(exc)
-        latency = round(time.perf_counter() - started, 6)
         usage = _counters(_plain(getattr(exc, "usage", None)))
+        latency = _latency(time.perf_counter() - started, usage)
         return out.failed(kind, message, usage=usage, latency_s=latency), None
     tables = _plain(pred.tables_in_context)
+    usage = _counters(_plain(pred.usage))
     out = dataclasses.replace(
         out,
         pred_sql=pred.sql,
         tables_in_context=None if tables is None else tuple(str(t) for t in tables),
-        usage=_counters(_plain(pred.usage)),
-        latency_s=round(time.perf_counter() - started, 6),
+        usage=usage,
+        latency_s=_latency(time.perf_counter() - started, usage),
     )
     try:
         return _run_on_states(out, q, pred.sql, states, gold_rows, statement_timeout)

@@ -1,0 +1,261 @@
+"""Offline replay of a submission's LLM cache: does the tool, installed here, regenerate the SQL
+that was submitted?
+
+A submission may ship the LLM response cache of its run (``llm-cache.sqlite3``). When it does
+and the adapter it names is an installed entry point of ``pytest_heron.adapters`` (never a
+``module:attr`` the submitter chose: that would import a module of their choosing), the verifier
+runs the benchmark again with that adapter under ``--heron-offline`` on a copy of the cache, on
+the protocol's states, in a child ``pytest`` process. Every answer must then come out of the
+cache, and the SQL the adapter produces from those replies must be the submitted SQL, question by
+question and sample by sample. With that confirmed, the billed tokens the cache replays are
+compared with the tokens the submission reports, and token counts and cost count as checked.
+
+The cache file is untrusted: before anything opens it read-write it is copied, then checked read
+only (SQLite's integrity check, exactly the one ``replies`` table of
+:class:`~pytest_heron.systems.llm.cache.ResponseCache` with its columns, no triggers or views,
+every reply a JSON object). A cache that fails a check is a reason to reject the submission; a
+replay that cannot be attempted (no cache, adapter not installed) leaves the figures "as
+reported" and says why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_heron.board.protocol import Protocol
+from pytest_heron.board.submission import CACHE
+from pytest_heron.records import JSON
+from pytest_heron.systems.llm.cache import CACHE_FILE
+from pytest_heron.systems.registry import known_adapters
+
+REPLY_COLUMNS = ("key", "reply", "model", "question", "created")
+REPLAY_TIMEOUT_S = 3 * 3600  # the whole child run; offline, so far above any honest need
+MAX_LISTED = 20  # mismatching answers named in full; then "and N more"
+
+
+@dataclass
+class Replay:
+    """What the offline replay found (part of ``verdict.json``)."""
+
+    status: str  # "confirmed", "differs", "not attempted" or "failed"
+    detail: str
+    reasons: list[str] = field(default_factory=list)  # reasons to reject the submission
+    tokens_checked: bool = False
+    mismatches: int = 0
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "status": self.status,
+            "detail": self.detail,
+            "tokens_checked": self.tokens_checked,
+            "mismatches": self.mismatches,
+        }
+
+
+def check_cache(path: Path) -> list[str]:
+    """Problems of an untrusted cache file (empty: sound), read only."""
+    problems: list[str] = []
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return [f"{CACHE}: cannot be opened ({exc})"]
+    try:
+        conn.execute("PRAGMA trusted_schema = OFF")
+        ok = conn.execute("PRAGMA integrity_check").fetchall()
+        if ok != [("ok",)]:
+            return [f"{CACHE}: fails SQLite's integrity check ({str(ok[:3])[:200]})"]
+        objects = conn.execute(
+            "SELECT type, name FROM sqlite_master ORDER BY type, name"
+        ).fetchall()
+        expected = [("index", "sqlite_autoindex_replies_1"), ("table", "replies")]
+        if objects != expected:
+            names = ", ".join(f"{t} {n}" for t, n in objects[:10])
+            return [f"{CACHE}: expected only the table 'replies', found: {names or 'nothing'}"]
+        columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(replies)").fetchall())
+        if columns != REPLY_COLUMNS:
+            return [f"{CACHE}: table 'replies' has columns {columns}, expected {REPLY_COLUMNS}"]
+        for key, reply in conn.execute("SELECT key, reply FROM replies ORDER BY key"):
+            if not isinstance(key, str) or not isinstance(reply, str):
+                problems.append(f"{CACHE}: a row holds a non-text key or reply")
+                break
+            try:
+                value = json.loads(reply)
+            except ValueError:
+                value = None
+            if not isinstance(value, dict):
+                problems.append(f"{CACHE}: the reply of key {key[:16]!r} is not a JSON object")
+                break
+    except sqlite3.Error as exc:
+        problems.append(f"{CACHE}: unreadable ({exc})")
+    finally:
+        conn.close()
+    return problems
+
+
+def _tokens(usage: object) -> tuple[int, int] | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if isinstance(prompt, int) and isinstance(completion, int):
+        return prompt, completion
+    return None
+
+
+def compare_replay(
+    submitted: Mapping[str, Sequence[tuple[str | None, object]]],
+    replayed: Mapping[str, Sequence[tuple[str | None, object]]],
+) -> tuple[list[str], bool]:
+    """Differences between the submitted and the replayed answers (``id -> [(sql, usage)]`` per
+    sample), and whether the reported token counts equal the replayed ones.
+
+    >>> compare_replay({"q1": [("SELECT 1", None)]}, {"q1": [("SELECT 1", None)]})
+    ([], True)
+    >>> compare_replay({"q1": [("SELECT 1", None)]}, {"q1": [("SELECT 2", None)]})[0]
+    ['q1 sample 0: the replay gives other SQL than the submitted']
+    """
+    diffs: list[str] = []
+    tokens_equal = True
+    for qid in sorted(set(submitted) | set(replayed)):
+        mine, theirs = list(submitted.get(qid, ())), list(replayed.get(qid, ()))
+        if len(mine) != len(theirs):
+            diffs.append(f"{qid}: {len(mine)} submitted sample(s), {len(theirs)} replayed")
+            continue
+        for n, ((sql, usage), (again, usage_again)) in enumerate(zip(mine, theirs, strict=True)):
+            if sql != again:
+                diffs.append(f"{qid} sample {n}: the replay gives other SQL than the submitted")
+            if _tokens(usage) != _tokens(usage_again):
+                tokens_equal = False
+    return diffs, tokens_equal
+
+
+def _child_command(
+    adapter: str,
+    protocol: Protocol,
+    model: str | None,
+    strategy: str | None,
+    endpoint: str | None,
+    questions_dir: Path | None,
+    work: Path,
+    backend: str,
+    dsn: str | None,
+) -> list[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        "-q",
+        f"--rootdir={work}",
+        f"--heron-adapter={adapter}",
+        f"--heron-scale={protocol.scale}",
+        f"--heron-seed={protocol.seeds[0]}",
+        f"--heron-states={len(protocol.seeds)}",
+        f"--heron-temperature={protocol.temperature:g}",
+        f"--heron-samples={protocol.samples}",
+        f"--heron-cache={work / 'cache'}",
+        "--heron-offline",
+        f"--heron-output={work / 'replay.json'}",
+        f"--heron-backend={backend}",
+    ]
+    if dsn:
+        cmd.append(f"--heron-dsn={dsn}")
+    if model:
+        cmd.append(f"--heron-model={model}")
+    if strategy:
+        cmd.append(f"--heron-strategy={strategy}")
+    if endpoint:
+        cmd.append(f"--heron-endpoint={endpoint}")
+    if questions_dir is not None:
+        cmd.append(f"--heron-questions={questions_dir}")
+    return cmd
+
+
+def replay(
+    folder: Path,
+    adapter: str,
+    submitted: Mapping[str, Sequence[tuple[str | None, object]]],
+    protocol: Protocol,
+    work: Path,
+    *,
+    model: str | None,
+    strategy: str | None = None,
+    endpoint: str | None = None,
+    questions_dir: Path | None = None,
+    backend: str = "auto",
+    dsn: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Replay:
+    """Replay ``folder``'s cache with the installed ``adapter`` in ``work`` (an empty folder of
+    the verifier's) and compare with ``submitted``."""
+    say = progress or (lambda _msg: None)
+    if not (folder / CACHE).is_file():
+        return Replay("not attempted", "the submission ships no LLM cache")
+    if adapter not in known_adapters():
+        return Replay(
+            "not attempted",
+            f"adapter {adapter!r} is not an installed pytest_heron.adapters entry point here",
+        )
+    (work / "cache").mkdir(parents=True)
+    copy = work / "cache" / CACHE_FILE
+    shutil.copyfile(folder / CACHE, copy)  # the submission's own file is never opened to write
+    problems = check_cache(copy)
+    if problems:
+        return Replay("failed", problems[0], reasons=problems)
+    cmd = _child_command(
+        adapter, protocol, model, strategy, endpoint, questions_dir, work, backend, dsn
+    )
+    say(f"replaying {adapter} offline from the shipped cache ({len(submitted)} questions)")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    try:
+        done = subprocess.run(
+            cmd, cwd=work, capture_output=True, text=True, timeout=REPLAY_TIMEOUT_S, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return Replay(
+            "failed",
+            f"the offline replay ran over {REPLAY_TIMEOUT_S} s",
+            reasons=[f"the offline replay of the shipped cache ran over {REPLAY_TIMEOUT_S} s"],
+        )
+    results = work / "replay.json"
+    if not results.is_file():
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        return Replay("failed", f"the replay wrote no results (exit {done.returncode}): {tail}")
+    from pytest_heron.results.document import read_results
+
+    data = read_results(results)
+    again: dict[str, list[tuple[str | None, object]]] = {}
+    for o in data.outcomes:
+        if o.samples:
+            again[o.id] = [(s.pred_sql, o.usage if s.sample == 0 else None) for s in o.samples]
+        else:
+            again[o.id] = [(o.pred_sql, o.usage)]
+    if protocol.samples > 1:  # usage is per question: compare only the SQL of every sample
+        submitted = {k: [(sql, None) for sql, _ in v] for k, v in submitted.items()}
+        again = {k: [(sql, None) for sql, _ in v] for k, v in again.items()}
+    diffs, tokens_equal = compare_replay(submitted, again)
+    if diffs:
+        listed = diffs[:MAX_LISTED]
+        if len(diffs) > MAX_LISTED:
+            listed.append(f"and {len(diffs) - MAX_LISTED} more")
+        return Replay(
+            "differs",
+            f"{len(diffs)} answer(s) differ from what {adapter} regenerates from the cache",
+            reasons=[f"offline replay with {adapter}: {d}" for d in listed],
+            mismatches=len(diffs),
+        )
+    checked = tokens_equal and protocol.samples == 1
+    detail = f"{adapter} regenerated every submitted answer from the shipped cache"
+    if not tokens_equal:
+        detail += "; the reported token counts differ from the replayed ones"
+    return Replay("confirmed", detail, tokens_checked=checked)

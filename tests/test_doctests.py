@@ -29,6 +29,7 @@ MODULES = [
 
     "pytest_heron.progress",
     "pytest_heron.results.comparison",
+    "pytest_heron.board.replay",
 ]
 
 

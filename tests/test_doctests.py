@@ -28,6 +28,7 @@ MODULES = [
     "pytest_heron.site.gold",
     "pytest_heron.progress",
     "pytest_heron.results.comparison",
+    "pytest_heron.board.replay",
 ]
 
 

@@ -85,6 +85,14 @@ NOT_RUN = {
         'heron submit results.json --name my-tool --approach "one line" '
         "--contact you@example.org --link https://..."
     ): "needs a protocol run's results; heron submit runs in test_submissions.py",
+    "pytest --heron-adapter=gold --heron-output=runs/gold.json": (
+        "the small scale's three states (minutes); gold runs at tiny in test_plugin.py and "
+        "feeds a site in test_site.py::test_heron_site_on_two_plugin_runs"
+    ),
+    "heron site --board board --runs runs --out site": (
+        "needs the run above; the same command on the committed board and tiny runs is "
+        "test_site.py::test_heron_site_command_builds_board_runs_and_compare"
+    ),
     "heron verify-submission submissions/my-tool": (
         "builds four small states (minutes); the verifier runs in test_submissions.py"
     ),

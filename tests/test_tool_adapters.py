@@ -117,6 +117,53 @@ def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
     assert ix.top("zzzz qqqq", 5) == []
 
 
+def test_proxy_keeps_quiet_when_the_tool_gives_up_and_classifies_out_of_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A tool that gives up on a slow request leaves no broken-pipe traceback behind (it would
+    show under the next question), and the question's running out of time is a timeout."""
+    import threading
+    import time
+
+    import openai
+
+    from pytest_heron.errors import OutOfTime
+    from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
+
+    answered = threading.Event()
+
+    def slow(_body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(1.0)
+        answered.set()
+        return completion("a", prompt_tokens=5)
+
+    with ChatStub(slow) as stub:
+        config = LLMConfig(endpoint=stub.url, model="m", max_attempts=1)
+        proxy = LLMProxy(ChatClient(config, adapter="t", cache=ResponseCache(tmp_path / "c")))
+        try:
+            impatient = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0, timeout=0.2)
+            proxy.record("q1", timeout_s=30)
+            with pytest.raises(openai.APITimeoutError):
+                impatient.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}]
+                )
+            assert answered.wait(20)
+            time.sleep(0.5)  # the proxy writes its late reply to the closed connection
+            late = proxy.record("q2", timeout_s=0.3)
+            client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
+            with pytest.raises(openai.BadRequestError, match="LLMTimeout"):
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "y"}]
+                )
+        finally:
+            proxy.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    with pytest.raises(OutOfTime, match="tool: the LLM call failed: LLMTimeout") as info:
+        late.check("tool")
+    assert isinstance(info.value, TimeoutError)
+
+
 def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> None:
     import openai
 

@@ -16,7 +16,9 @@ the question's deadline (:class:`~pytest_heron.errors.OutOfTime`, ``adapter_time
 - ``grammar``: no tools; every reply is one JSON object ``{"action": "run_sql_query" |
   "results_ok", "sql": "..."}``, constrained by ``response_format`` ``json_schema``
   (:data:`STEP_SCHEMA`; llama.cpp-style servers enforce it as a grammar), and each result comes
-  back as a user message. For endpoints or models without tool calls.
+  back as a user message. An endpoint that refuses that form (llama-cpp-python 0.3 does) gets
+  the older ``{"type": "json_object", "schema": ...}`` from then on. For endpoints or models
+  without tool calls.
 
 Its ``tables_in_context`` is the sorted set of benchmark tables referenced by the queries it ran.
 """
@@ -36,6 +38,7 @@ from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
     ChatReply,
+    LLMError,
     Meter,
     ToolsUnsupported,
     client_for,
@@ -108,6 +111,8 @@ RESPONSE_FORMAT: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {"name": "agent_step", "strict": True, "schema": STEP_SCHEMA},
 }
+# the older form, for servers that refuse the one above (llama-cpp-python 0.3 takes only this)
+RESPONSE_FORMAT_OBJECT: dict[str, Any] = {"type": "json_object", "schema": STEP_SCHEMA}
 
 
 def catalogue(ddl: str, tables: Sequence[str]) -> tuple[str, str]:
@@ -204,6 +209,7 @@ class AgentAdapter(MeteredAdapter):
         self.time_limit: float | None = None
         self.statement_timeout = 30.0
         self.mode = "tools"
+        self.response_format = RESPONSE_FORMAT
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         mode = ctx.llm.agent_mode
@@ -231,14 +237,27 @@ class AgentAdapter(MeteredAdapter):
         """One LLM call; the steps it asks for (None: a reply with no action in it)."""
         assert self.client is not None
         if self.mode == "grammar":
-            reply = self.client.chat(
-                messages,
-                question_id=q.id,
-                sample=sample,
-                meter=meter,
-                deadline=deadline,
-                params={"response_format": RESPONSE_FORMAT},
-            )
+            try:
+                reply = self.client.chat(
+                    messages,
+                    question_id=q.id,
+                    sample=sample,
+                    meter=meter,
+                    deadline=deadline,
+                    params={"response_format": self.response_format},
+                )
+            except LLMError as exc:
+                if self.response_format is not RESPONSE_FORMAT or not _refuses_format(exc):
+                    raise
+                self.response_format = RESPONSE_FORMAT_OBJECT  # for the rest of the run
+                reply = self.client.chat(
+                    messages,
+                    question_id=q.id,
+                    sample=sample,
+                    meter=meter,
+                    deadline=deadline,
+                    params={"response_format": self.response_format},
+                )
             step = grammar_step(reply.content)
             return reply, None if step is None else [step]
         reply = self.client.chat(
@@ -327,6 +346,14 @@ class AgentAdapter(MeteredAdapter):
             usage=meter.usage(),
             trace={"queries": list(ran), "mode": self.mode},
         )
+
+
+def _refuses_format(exc: LLMError) -> bool:
+    """Whether the endpoint refused the request for its ``json_schema`` response format."""
+    text = str(exc)
+    return "refused the request: HTTP 4" in text and bool(
+        "response_format" in text or "json_schema" in text
+    )
 
 
 def give_up_reason(queries: int, any_ok: bool, early_submits: int, text_only: int) -> str:

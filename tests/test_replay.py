@@ -68,7 +68,7 @@ def submissions(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Pat
             builtin_dir().joinpath(f"{qid}.yaml").read_text(encoding="utf-8"), encoding="utf-8"
         )
     (folder / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
-    with ChatStub(_answer) as stub:
+    with ChatStub(_answer, models=["gpt-4o-mini"]) as stub:
         done = _run(
             "-m",
             "pytest",
@@ -125,7 +125,7 @@ def submissions(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Pat
     edit("edited-sql", "sql")
     edit("fewer-tokens", "tokens")
     with sqlite3.connect(out / "trigger-cache" / CACHE) as conn:
-        conn.execute("CREATE TRIGGER t AFTER INSERT ON replies BEGIN DELETE FROM replies; END")
+        conn.execute("CREATE TRIGGER t AFTER INSERT ON responses BEGIN DELETE FROM responses; END")
     conn.close()
     _redigest(out / "trigger-cache")
     for sub in sorted(p for p in out.iterdir() if p.is_dir()):
@@ -153,7 +153,7 @@ def _verdict(out: Path, name: str) -> dict[str, Any]:
 
 def test_the_shipped_cache_is_only_the_runs_replies(submissions: Path) -> None:
     with sqlite3.connect(submissions / "honest" / CACHE) as conn:
-        rows = conn.execute("SELECT question, created FROM replies ORDER BY question").fetchall()
+        rows = conn.execute("SELECT question, created FROM responses ORDER BY question").fetchall()
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
     conn.close()
     assert [r[0] for r in rows] == SUBSET
@@ -198,7 +198,7 @@ def test_a_cache_with_a_trigger_is_refused_before_it_is_used(submissions: Path) 
     verdict = _verdict(submissions, "trigger-cache")
     assert not verdict["accepted"]
     assert verdict["replay"]["status"] == "failed"
-    assert any("expected only the table 'replies'" in r for r in verdict["reasons"])
+    assert any("trigger t" in r and "expected exactly" in r for r in verdict["reasons"])
     # the submission's own file is untouched: the trigger is still there
     with sqlite3.connect(submissions / "trigger-cache" / CACHE) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
@@ -209,12 +209,14 @@ def test_a_cache_with_a_trigger_is_refused_before_it_is_used(submissions: Path) 
 def test_check_cache_names_what_is_wrong(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite3"
     with sqlite3.connect(bad) as conn:
-        conn.execute("CREATE TABLE replies (key TEXT PRIMARY KEY, reply TEXT)")
-        conn.execute("INSERT INTO replies VALUES ('k', 'x')")
+        conn.execute(
+            "CREATE TABLE responses (key TEXT, endpoint TEXT, PRIMARY KEY (key, endpoint))"
+        )
+        conn.execute("INSERT INTO responses VALUES ('k', 'x')")
     conn.close()
     assert check_cache(bad) == [
-        f"{CACHE}: table 'replies' has columns ('key', 'reply'), expected "
-        "('key', 'reply', 'model', 'question', 'created')"
+        f"{CACHE}: table 'responses' has columns ('key', 'endpoint'), expected "
+        "('key', 'endpoint', 'reply', 'model', 'question', 'created')"
     ]
     (tmp_path / "junk").write_bytes(b"SQLite format 3\x00" + b"\xff" * 200)
     assert check_cache(tmp_path / "junk")  # not a database: a problem, never an exception

@@ -11,9 +11,9 @@ question and sample by sample. With that confirmed, the billed tokens the cache 
 compared with the tokens the submission reports, and token counts and cost count as checked.
 
 The cache file is untrusted: before anything opens it read-write it is copied, then checked read
-only (SQLite's integrity check, exactly the one ``replies`` table of
-:class:`~pytest_heron.systems.llm.cache.ResponseCache` with its columns, no triggers or views,
-every reply a JSON object). A cache that fails a check is a reason to reject the submission; a
+only (SQLite's integrity check, exactly the tables and columns of
+:class:`~pytest_heron.systems.llm.cache.ResponseCache`, no triggers or views, every reply a JSON
+object). A cache that fails a check is a reason to reject the submission; a
 replay that cannot be attempted (no cache, adapter not installed) leaves the figures "as
 reported" and says why.
 """
@@ -33,10 +33,9 @@ from pathlib import Path
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.submission import CACHE
 from pytest_heron.records import JSON
-from pytest_heron.systems.llm.cache import CACHE_FILE
+from pytest_heron.systems.llm.cache import CACHE_FILE, ResponseCache
 from pytest_heron.systems.registry import known_adapters
 
-REPLY_COLUMNS = ("key", "reply", "model", "question", "created")
 REPLAY_TIMEOUT_S = 3 * 3600  # the whole child run; offline, so far above any honest need
 MAX_LISTED = 20  # mismatching answers named in full; then "and N more"
 
@@ -60,9 +59,36 @@ class Replay:
         }
 
 
+def _layout(conn: sqlite3.Connection) -> tuple[list[tuple[str, str]], dict[str, tuple[str, ...]]]:
+    """The schema objects of a cache file and each table's columns."""
+    objects = conn.execute("SELECT type, name FROM sqlite_master ORDER BY type, name").fetchall()
+    columns = {
+        name: tuple(r[1] for r in conn.execute(f"PRAGMA table_info({name})").fetchall())
+        for kind, name in objects
+        if kind == "table" and name.isidentifier()
+    }
+    return objects, columns
+
+
+def expected_layout() -> tuple[list[tuple[str, str]], dict[str, tuple[str, ...]]]:
+    """The layout :class:`ResponseCache` creates, read from a new empty cache."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="heron-cache-layout-") as tmp:
+        ResponseCache(Path(tmp) / CACHE_FILE)
+        conn = sqlite3.connect(Path(tmp) / CACHE_FILE)
+        try:
+            return _layout(conn)
+        finally:
+            conn.close()
+
+
 def check_cache(path: Path) -> list[str]:
-    """Problems of an untrusted cache file (empty: sound), read only."""
+    """Problems of an untrusted cache file (empty: sound), read only: SQLite's integrity check,
+    exactly the tables, indexes and columns a :class:`ResponseCache` has (no triggers, no views),
+    and every reply a JSON object."""
     problems: list[str] = []
+    objects_wanted, columns_wanted = expected_layout()
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     except sqlite3.Error as exc:
@@ -75,14 +101,17 @@ def check_cache(path: Path) -> list[str]:
         objects = conn.execute(
             "SELECT type, name FROM sqlite_master ORDER BY type, name"
         ).fetchall()
-        expected = [("index", "sqlite_autoindex_replies_1"), ("table", "replies")]
-        if objects != expected:
+        if objects != objects_wanted:
             names = ", ".join(f"{t} {n}" for t, n in objects[:10])
-            return [f"{CACHE}: expected only the table 'replies', found: {names or 'nothing'}"]
-        columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(replies)").fetchall())
-        if columns != REPLY_COLUMNS:
-            return [f"{CACHE}: table 'replies' has columns {columns}, expected {REPLY_COLUMNS}"]
-        for key, reply in conn.execute("SELECT key, reply FROM replies ORDER BY key"):
+            wanted = ", ".join(f"{t} {n}" for t, n in objects_wanted)
+            return [f"{CACHE}: expected exactly {wanted}; found: {names or 'nothing'}"]
+        _, columns = _layout(conn)
+        for table, cols in sorted(columns_wanted.items()):
+            if columns.get(table) != cols:
+                return [
+                    f"{CACHE}: table {table!r} has columns {columns.get(table)}, expected {cols}"
+                ]
+        for key, reply in conn.execute("SELECT key, reply FROM responses ORDER BY key"):
             if not isinstance(key, str) or not isinstance(reply, str):
                 problems.append(f"{CACHE}: a row holds a non-text key or reply")
                 break

@@ -141,7 +141,8 @@ def copy_cache(source: Path, target: Path, results: Results) -> int:
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
     try:
         rows = src.execute(
-            "SELECT key, reply, model, question, created FROM replies WHERE model = ? ORDER BY key",
+            "SELECT key, endpoint, reply, model, question FROM responses WHERE model = ? "
+            "ORDER BY key, endpoint",
             (model,),
         ).fetchall()
     except sqlite3.Error as exc:
@@ -149,14 +150,15 @@ def copy_cache(source: Path, target: Path, results: Results) -> int:
     finally:
         src.close()
     wanted = set(ids)
-    rows = [r for r in rows if r[3] in wanted]
+    rows = [r for r in rows if r[4] in wanted]
     ResponseCache(target)  # creates the table
     dst = sqlite3.connect(target, isolation_level=None)
     try:
         dst.execute("PRAGMA journal_mode = DELETE")  # one file, no -wal beside it
         dst.executemany(
-            "INSERT INTO replies (key, reply, model, question, created) VALUES (?, ?, ?, ?, 0)",
-            [r[:4] for r in rows],
+            "INSERT INTO responses (key, endpoint, reply, model, question, created)"
+            " VALUES (?, ?, ?, ?, ?, 0)",
+            rows,
         )
         dst.execute("VACUUM")
     finally:

@@ -1,50 +1,31 @@
 """The JavaScript port of the comparator (src/pytest_heron/browser/assets/compare.js).
 
 Node's own test runner runs tests/js/ (the shared case files); a property test sends random
-result pairs to one long-lived ``node`` process and requires the Python verdict on each.
+result pairs to one long-lived ``node`` process (tests/node_js.py) and requires the Python
+verdict on each.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import random
-import shutil
 import subprocess
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from node_js import JS_DIR, JsServer, node
 from pytest_heron.compare import compare
-from wire import encode_rows
-
-JS_DIR = Path(__file__).parent / "js"
-NODE_HINT = (
-    "the JavaScript tests need Node.js 20 or newer on PATH (`node --version`); on Debian or"
-    " Ubuntu: `apt-get install nodejs`, elsewhere see https://nodejs.org (README: 'Developing')"
-)
-
-
-def node() -> str:
-    found = shutil.which("node")
-    if found is None:
-        pytest.fail(NODE_HINT)
-    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
-    major = int(version.stdout.strip().lstrip("v").split(".")[0])
-    if major < 20:
-        pytest.fail(f"node is {version.stdout.strip()}; {NODE_HINT}")
-    return found
 
 
 def test_node_test_runner_passes_the_js_tests() -> None:
     files = sorted(str(p) for p in JS_DIR.glob("*.test.mjs"))
-    assert files, "no JavaScript tests found"
+    assert len(files) >= 2, "the JavaScript tests are missing"
     done = subprocess.run(
         [node(), "--test", *files], capture_output=True, text=True, timeout=600, cwd=JS_DIR
     )
@@ -52,37 +33,9 @@ def test_node_test_runner_passes_the_js_tests() -> None:
     assert "# fail 0" in done.stdout
 
 
-class JsComparator:
-    """One ``node`` process answering comparisons line by line."""
-
-    def __init__(self, executable: str) -> None:
-        self.proc = subprocess.Popen(
-            [executable, str(JS_DIR / "compare_server.mjs")],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-        )
-
-    def compare(self, gold: Any, pred: Any, order: Any, superset: bool) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        req = {"gold": encode_rows(gold), "pred": encode_rows(pred), "order": order}
-        req["superset"] = superset
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        answer: dict[str, Any] = json.loads(self.proc.stdout.readline())
-        assert "error" not in answer, answer["error"]
-        return answer
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
-def js() -> Iterator[JsComparator]:
-    server = JsComparator(node())
+def js() -> Iterator[JsServer]:
+    server = JsServer()
     yield server
     server.close()
 
@@ -169,7 +122,7 @@ def pairs(draw: st.DrawFn) -> tuple[Any, Any, Any, bool]:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(pairs())
-def test_js_and_python_give_the_same_verdict(js: JsComparator, pair: Any) -> None:
+def test_js_and_python_give_the_same_verdict(js: JsServer, pair: Any) -> None:
     gold, pred, order, superset = pair
     python = compare(gold, pred, order=None if order is None else tuple(order), superset=superset)
     answer = js.compare(gold, pred, order, superset)

@@ -20,7 +20,10 @@ from pytest_heron.errors import HeronError
 PGLITE_PACKAGE: Final = "@electric-sql/pglite"
 PGLITE_VERSION: Final = "0.2.17"
 """The newest PGlite of the 0.2 line, the one built on PostgreSQL 16."""
-PGLITE_INTEGRITY: Final = "sha512-qEpKRT2oUaWDH6tjRxLHjdzMqRUGYDnGZlKrnL4dJ77JVMcP2Hpo3NYnOSPKdZdeec57B6QPprCUFg0picx5Pw=="
+PGLITE_INTEGRITY: Final = (
+    "sha512-"
+    "qEpKRT2oUaWDH6tjRxLHjdzMqRUGYDnGZlKrnL4dJ77JVMcP2Hpo3NYnOSPKdZdeec57B6QPprCUFg0picx5Pw=="
+)
 TARBALL: Final = "electric-sql-pglite-0.2.17.tgz"
 
 

@@ -6,6 +6,8 @@ Loaded into PGlite's Node build, the files must give exactly the per-table check
 
 from __future__ import annotations
 
+import hashlib
+import json
 import subprocess
 import tarfile
 from pathlib import Path
@@ -14,11 +16,13 @@ from typing import Any
 import pytest
 
 from node_js import JS_DIR, node
-from pytest_heron.browser import data, vendor
+from pytest_heron import cli
+from pytest_heron.browser import build_runner, data, vendor
 from pytest_heron.database.checksum import table_checksums, total_line
 from pytest_heron.errors import HeronError
 from pytest_heron.generate import load_bundle
 from pytest_heron.paths import cache_dir
+from pytest_heron.systems import agent
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +61,30 @@ def test_pglite_holds_byte_for_byte_the_seeded_state(
     assert manifest["rows"] == int(in_browser[-1][1])
 
 
-def test_the_state_files_are_deterministic(
-    tmp_path: Path, state_dir: tuple[Path, dict[str, Any]]
-) -> None:
-    folder, _ = state_dir
-    again = tmp_path / "again"
-    data.write_state(again, "tiny", 42)
-    files = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
-    assert len(files) == 211 + 3
-    assert [(again / f).read_bytes() == (folder / f).read_bytes() for f in files] == [True] * len(
-        files
+def _tree(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_the_runner_build_is_deterministic(tmp_path: Path) -> None:
+    """``heron runner`` twice: the same files with the same bytes (the state, PGlite, the page)."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert cli.main(["runner", "--out", str(first)]) == 0
+    build_runner(second)
+    tree = _tree(first)
+    assert tree == _tree(second)
+    assert {"runner.html", "benchmark.json", "pglite/postgres.wasm", "state/state.json"} <= set(
+        tree
     )
+    assert len([n for n in tree if n.startswith("state/data/")]) == 211
+    bench = json.loads((first / "benchmark.json").read_text(encoding="utf-8"))
+    assert bench["board_eligible"] is False
+    assert bench["agent"]["tools"] == agent.TOOLS
+    assert bench["agent"]["max_calls"] == agent.MAX_AGENT_CALLS == 20
+    assert len(bench["questions"]) == 100
 
 
 def test_a_tarball_that_is_not_the_pinned_one_is_refused(tmp_path: Path) -> None:

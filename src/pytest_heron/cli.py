@@ -1,5 +1,5 @@
-"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission`` and ``leaderboard``."""
+"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``runner``, ``compare``, ``recall``,
+``submit``, ``verify-submission`` and ``leaderboard``."""
 
 from __future__ import annotations
 
@@ -62,6 +62,14 @@ def _ddl(args: argparse.Namespace) -> int:
     from pytest_heron.generate.load import ddl_script
 
     sys.stdout.write(ddl_script(args.layout))
+    return 0
+
+
+def _runner(args: argparse.Namespace) -> int:
+    from pytest_heron.browser import build_runner
+
+    page = build_runner(Path(args.out), progress=lambda msg: print(msg, file=sys.stderr))
+    print(page)
     return 0
 
 
@@ -340,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
     check.set_defaults(func=_checksum)
+
+    runner = sub.add_parser(
+        "runner",
+        help="build the browser runner page (PGlite, the tiny state of seed 42) into a folder",
+    )
+    runner.add_argument("--out", required=True, help="the folder to write (emptied first)")
+    runner.set_defaults(func=_runner)
 
     cmp = sub.add_parser("compare", help="compare two results files question by question")
     cmp.add_argument("a", help="results file A")

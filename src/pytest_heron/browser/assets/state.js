@@ -57,8 +57,8 @@ export async function checksums(db, schemas) {
   for (const stmt of CHECKSUM_SETTINGS) await db.exec(stmt);
   const tables = await db.query(
     "SELECT table_schema, table_name FROM information_schema.tables" +
-      " WHERE table_type = 'BASE TABLE' AND table_schema = ANY($1) ORDER BY 1, 2",
-    [schemas],
+      " WHERE table_type = 'BASE TABLE' AND table_schema = ANY(string_to_array($1, ',')) ORDER BY 1, 2",
+    [schemas.join(",")],
   );
   const lines = [];
   for (const { table_schema: schema, table_name: table } of tables.rows) {

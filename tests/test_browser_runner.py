@@ -24,7 +24,7 @@ from chat_stub import ChatStub, completion
 from pytest_heron import sandbox
 from pytest_heron.board.protocol import parse_protocol
 from pytest_heron.board.submission import About, write_submission
-from pytest_heron.board.verify import check_folder
+from pytest_heron.board.verify import check_folder, verify
 from pytest_heron.browser import build_runner
 from pytest_heron.compare import compare, order_keys
 from pytest_heron.database.checksum import table_checksums, total_line
@@ -246,3 +246,45 @@ def test_three_questions_end_to_end(page: Any, tiny_state: Any, tmp_path: Path) 
         + ", ".join(sorted(set(questions) - set(picked))[:10])
         + " and 87 more"
     ]
+
+
+def test_a_full_run_is_accepted_by_the_verifier(page: Any, tmp_path: Path) -> None:
+    """All 100 questions answered with gold by the endpoint: the downloaded file, made a
+    submission by ``heron submit``, is accepted by the verifier under its own tiny protocol."""
+    questions = {q.question: q for q in load_questions()}
+
+    def gold(body: dict[str, Any]) -> dict[str, Any]:
+        q = questions[next(m["content"] for m in body["messages"] if m["role"] == "user")]
+        step = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        move = [("run_sql_query", {"sql": q.gold_sql}), ("results_ok", {})][step]
+        return completion(None, tool_calls=[move], prompt_tokens=50, completion_tokens=5)
+
+    with ChatStub(gold, cors=True) as stub:
+        page.fill("#endpoint", stub.url)
+        page.fill("#statement-timeout", "30")
+        page.select_option("#tag-filter", "")
+        page.click("#select-shown")
+        assert page.text_content("#selected-count") == "100 of 100 selected"
+        page.evaluate("() => document.getElementById('run-status').removeAttribute('data-done')")
+        page.click("#run")
+        page.wait_for_selector("#run-status[data-done]", state="attached", timeout=LOAD_TIMEOUT_MS)
+        downloads: list[Any] = []
+        page.on("download", lambda d: downloads.append(d))
+        with page.expect_download():
+            page.click("#download")
+        page.wait_for_timeout(500)
+    assert page.get_attribute("#totals", "data-correct") == "100"
+    files = {}
+    for d in downloads[-2:]:
+        files[d.suggested_filename] = tmp_path / d.suggested_filename
+        d.save_as(files[d.suggested_filename])
+    results = read_results(files["heron-browser-results.json"])
+    protocol_path = files["heron-browser-protocol.yaml"]
+    protocol = parse_protocol(protocol_path.read_text(encoding="utf-8"), str(protocol_path))
+    about = About(
+        "browser", "1", "gold through the browser runner", "nobody", "https://example.org"
+    )
+    folder = write_submission(results, "browser-full", tmp_path / "submissions", about=about)
+    verdict = verify(folder, protocol, load_questions(), hidden_seed=43, replay_cache=False)
+    assert verdict.reasons == []
+    assert verdict.accepted

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 from pathlib import Path
 from typing import Final
 
@@ -56,14 +58,20 @@ def fetch_pglite(cache: Path) -> Path:
                 f"building the runner needs npm to fetch {PGLITE_PACKAGE}@{PGLITE_VERSION}"
                 f" (or put {TARBALL} into {cache}); install Node.js 20+ with npm"
             )
-        done = subprocess.run(
-            [npm, "pack", f"{PGLITE_PACKAGE}@{PGLITE_VERSION}", "--pack-destination", str(cache)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        if done.returncode != 0 or not tgz.exists():
-            raise HeronError(f"npm pack {PGLITE_PACKAGE}@{PGLITE_VERSION} failed: {done.stderr}")
+        # packed into a folder of this process's own, then moved: two builds at once (xdist
+        # workers) never see each other's half-written tarball
+        with tempfile.TemporaryDirectory(dir=cache) as scratch:
+            spec = f"{PGLITE_PACKAGE}@{PGLITE_VERSION}"
+            done = subprocess.run(
+                [npm, "pack", spec, "--pack-destination", scratch],
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            packed = Path(scratch) / TARBALL
+            if done.returncode != 0 or not packed.exists():
+                raise HeronError(f"npm pack {spec} failed: {done.stderr.strip()[-500:]}")
+            os.replace(packed, tgz)
     found = integrity(tgz)
     if found != PGLITE_INTEGRITY:
         tgz.unlink()

@@ -63,7 +63,6 @@ class Database {
 
   /** A statement ran past its limit: the worker is terminated and the state loaded again. */
   stopped(id, timeoutMs) {
-    const waiter = this.pending.get(id);
     this.worker.terminate();
     for (const [other, w] of this.pending) {
       clearTimeout(w.timer);
@@ -74,7 +73,6 @@ class Database {
     this.pending.clear();
     this.restarts += 1;
     this.start();
-    void waiter;
   }
 
   async query(sql, timeoutS) {
@@ -296,17 +294,23 @@ async function answer(db, settings, q) {
   outcome.latency_s = Math.round(performance.now() - started) / 1000;
   outcome.usage = { prompt_tokens: meter.prompt, completion_tokens: meter.completion, calls: meter.calls, cached_calls: 0, llm_ms: Math.round(meter.llmMs) };
   if (outcome.pred_sql !== null) {
-    const gold = await goldRows(db, q, settings.statementTimeoutS);
-    const got = await execute(db, outcome.pred_sql, settings.statementTimeoutS);
-    if (!got.ok) {
-      outcome.error_kind = got.errorKind;
-      outcome.error = got.error;
-    } else {
-      const verdict = compare(gold, decodeRows(got.wire), { order: q.order });
-      outcome.correct = verdict.equal;
-      outcome.correct_by_state[String(bench.seed)] = verdict.equal;
-      outcome.reason = verdict.equal ? null : verdict.reason;
-      outcome.exact_match = outcome.pred_sql.trim() === q.gold_sql.trim();
+    try {
+      const gold = await goldRows(db, q, settings.statementTimeoutS);
+      const got = await execute(db, outcome.pred_sql, settings.statementTimeoutS);
+      if (!got.ok) {
+        outcome.error_kind = got.errorKind;
+        outcome.error = got.error;
+      } else {
+        const verdict = compare(gold, decodeRows(got.wire), { order: q.order });
+        outcome.correct = verdict.equal;
+        outcome.correct_by_state[String(bench.seed)] = verdict.equal;
+        outcome.reason = verdict.equal ? null : verdict.reason;
+        outcome.exact_match = outcome.pred_sql.trim() === q.gold_sql.trim();
+      }
+    } catch (exc) {
+      // the page's own failure (gold did not run): never the system's fault
+      outcome.error_kind = "infra_crash";
+      outcome.error = exc.message;
     }
   }
   return outcome;

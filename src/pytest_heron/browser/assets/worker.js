@@ -109,7 +109,7 @@ const SCALARS = {
   26: (t) => ({ int: t }),
   700: floatText,
   701: floatText,
-  1700: (t) => (/^[+-]?(NaN|Infinity)$/.test(t) ? { decimal: t } : { decimal: t }),
+  1700: (t) => ({ decimal: t }),
   1082: (t) => ({ date: t }),
   1083: (t) => ({ time: t }),
   1114: (t) => ({ timestamp: t.replace(" ", "T") }),

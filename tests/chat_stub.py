@@ -15,6 +15,10 @@ Use it as a context manager::
         ...
         assert len(stub.requests) == 1
 
+With ``cors=True`` it answers like a provider that browsers may call: ``OPTIONS`` preflights get
+the ``Access-Control-Allow-*`` headers (and are counted in :attr:`preflights`), and every reply
+carries ``Access-Control-Allow-Origin: *`` (the browser runner's tests use this).
+
 The stub can also run as a separate process (``python tests/chat_stub.py PORT SCRIPT.json``) for
 tests that need the endpoint to outlive or be killed independently of the pytest process.
 """
@@ -107,8 +111,12 @@ class ChatStub:
         self,
         responder: Responder | Sequence[Reply],
         models: Sequence[str] | None = DEFAULT_MODELS,
+        *,
+        cors: bool = False,
     ) -> None:
         self.models = None if models is None else list(models)  # None: no GET /models (404)
+        self.cors = cors
+        self.preflights = 0
         if callable(responder):
             self._responder: Responder = responder
         else:
@@ -169,11 +177,26 @@ class ChatStub:
                     status, body = 200, json.dumps(reply).encode()
                     headers = {"Content-Type": "application/json"}
                 self.send_response(status)
+                if stub.cors:
+                    headers.setdefault("Access-Control-Allow-Origin", "*")
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def do_OPTIONS(self) -> None:
+                if not stub.cors:
+                    self._send(Raw(405, b'{"error": {"message": "method not allowed"}}'))
+                    return
+                with stub._lock:
+                    stub.preflights += 1
+                allow = {
+                    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+                    "Access-Control-Allow-Headers": "authorization, content-type",
+                    "Access-Control-Max-Age": "600",
+                }
+                self._send(Raw(204, b"", allow))
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models") and stub.models is not None:

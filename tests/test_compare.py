@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import random
 import uuid
-from collections.abc import Sequence
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.compare import Comparison, _canon, compare, order_keys
+from wire import decode_rows
 
 Rows = list[tuple[Any, ...]]
 
@@ -25,389 +27,25 @@ NAN = float("nan")
 INF = float("inf")
 
 
-def case(
-    name: str,
-    gold: Rows,
-    pred: Rows,
-    equal: bool,
-    mentions: Sequence[str] = (),
-    **kwargs: Any,
-) -> Any:
-    return pytest.param(gold, pred, kwargs, equal, tuple(mentions), id=name)
+CASE_FILE = Path(__file__).parent / "data" / "compare_cases.json"
+"""The hand-written cases, shared with the JavaScript port (tests/js/compare.test.mjs)."""
 
 
-CASES = [
-    # --- multiset semantics -------------------------------------------------------------------
-    case("identical", [(1, "a"), (2, "b")], [(1, "a"), (2, "b")], True),
-    case("row order ignored", [(1, "a"), (2, "b"), (3, "c")], [(3, "c"), (1, "a"), (2, "b")], True),
-    case(
-        "multiplicity matters",
-        [(1,), (1,), (2,)],
-        [(1,), (2,), (2,)],
-        False,
-        ["first missing row (in gold, not predicted): (1,)", "first extra row", "(2,)"],
-    ),
-    case(
-        "extra duplicate",
-        [(1,), (2,)],
-        [(1,), (2,), (2,)],
-        False,
-        [
-            "row counts differ: gold 2, predicted 3",
-            "first extra row (predicted, not in gold): (2,)",
-        ],
-    ),
-    case(
-        "row counts differ",
-        [(i, "x") for i in range(12)],
-        [(i, "x") for i in range(10)],
-        False,
-        ["row counts differ: gold 12, predicted 10", "first missing row", "(10, 'x')"],
-    ),
-    case(
-        "rows must pair up, not just columns",
-        [(1, "a"), (2, "b")],
-        [(1, "b"), (2, "a")],
-        False,
-        ["first missing row (in gold, not predicted): (1, 'a')"],
-    ),
-    # --- empty results ------------------------------------------------------------------------
-    case("both empty", [], [], True),
-    case(
-        "empty prediction",
-        [(1,)],
-        [],
-        False,
-        ["row counts differ: gold 1, predicted 0", "first missing row", "(1,)"],
-    ),
-    case(
-        "empty gold",
-        [],
-        [(1, 2)],
-        False,
-        ["row counts differ: gold 0, predicted 1", "first extra row", "(1, 2)"],
-    ),
-    case("zero-column rows", [(), ()], [(), ()], True),
-    case("zero-column rows, count differs", [(), ()], [()], False, ["row counts differ"]),
-    # --- shape: column permutation, counts, superset -------------------------------------------
-    case("columns permuted", [(1, "a", 2.5), (2, "b", 3.5)], [("b", 3.5, 2), ("a", 2.5, 1)], True),
-    case(
-        "column count differs",
-        [(1, 2, 3)],
-        [(1, 2)],
-        False,
-        ["column count differs: gold 3, predicted 2"],
-    ),
-    case("extra column rejected by default", [(1,)], [(1, "x")], False, ["column count differs"]),
-    case(
-        "extra column allowed with superset",
-        [(1,), (2,)],
-        [("x", 2), ("y", 1)],
-        True,
-        superset=True,
-    ),
-    case(
-        "superset still needs every gold column",
-        [(1, "a")],
-        [(1, "b", "c")],
-        False,
-        ["no column of the prediction matches gold column 2", "'a'"],
-        superset=True,
-    ),
-    case(
-        "superset: fewer predicted columns",
-        [(1, 2)],
-        [(1,)],
-        False,
-        ["column count differs: gold 2, predicted 1"],
-        superset=True,
-    ),
-    case(
-        "superset: a predicted column cannot serve two gold columns",
-        [(1, 1), (2, 2)],
-        [(1, "x"), (2, "y")],
-        False,
-        ["no column of the prediction matches gold column"],
-        superset=True,
-    ),
-    case(
-        "superset: duplicates counted after projection",
-        [(1,), (1,)],
-        [(1, "a"), (1, "b")],
-        True,
-        superset=True,
-    ),
-    case(
-        "no matching column",
-        [(Decimal("12.50"), "EUR"), (Decimal("7.00"), "USD")],
-        [("12.50", "EUR"), ("7.00", "USD")],
-        False,
-        ["no column of the prediction matches gold column 1 (values like 12.50, 7.00)"],
-    ),
-    case("identical columns tie", [(1, 1, "a"), (2, 2, "b")], [(2, 2, "b"), (1, 1, "a")], True),
-    case(
-        "tied columns resolved by the row pairing",
-        [(1, 10, 20), (2, 20, 10), (3, 30, 30)],
-        [(1, 20, 10), (2, 10, 20), (3, 30, 30)],
-        True,  # swap the two tied columns: (id, b, a)
-    ),
-    case(
-        "tied columns, but no mapping pairs the rows",
-        [(1, 10, 20), (2, 20, 10)],
-        [(1, 10, 20), (2, 10, 20)],
-        False,
-    ),
-    case(
-        "symmetric pairs are indistinguishable under permutation",
-        [(1, 2), (2, 1)],
-        [(2, 1), (1, 2)],
-        True,
-    ),
-    # --- numbers ------------------------------------------------------------------------------
-    case("int equals Decimal", [(1,), (2,)], [(Decimal("1.000"),), (Decimal("2"),)], True),
-    case("float sum equals Decimal", [(0.1 + 0.2,)], [(Decimal("0.3"),)], True),
-    case("relative tolerance inside", [(1000.0,)], [(1000.0009,)], True),
-    case("relative tolerance outside", [(1000.0,)], [(1000.01,)], False),
-    case("absolute tolerance below 1, inside", [(0.0,)], [(9e-7,)], True),
-    case("absolute tolerance below 1, outside", [(0.0,)], [(2e-6,)], False),
-    case("1e-4 relative is too far", [(1.0,)], [(1.0001,)], False),
-    case("large values relative", [(1e12,)], [(float(10**12 + 10**5),)], True),
-    case("large values relative, outside", [(1e12,)], [(float(10**12 + 10**7),)], False),
-    # a float (or fractional Decimal) equals an integer only if it also rounds to it
-    case("an int against a float 10**5 off at 1e12", [(10**12,)], [(1e12 + 1e5,)], False),
-    case("an int against a float 4 off at 1e7", [(10_000_000,)], [(10_000_004.0,)], False),
-    case("an int against a float that rounds to it", [(10_000_000,)], [(10_000_000.4,)], True),
-    case("float total 500 off at 1.3e10", [(13 * 10**9,)], [(1.3e10 + 500,)], False),
-    case("float total equal at 1.3e10", [(13 * 10**9,)], [(1.3e10,)], True),
-    case(
-        "integral Decimal total against a float 500 off",
-        [(Decimal(13 * 10**9),)],
-        [(1.3e10 - 500,)],
-        False,
-    ),
-    case("small int against a float keeps the tolerance", [(3,)], [(3.000001,)], True),
-    case("small int against a float, outside", [(3,)], [(3.1,)], False),
-    case("beyond 2**53: the nearest float", [(2**60 + 1,)], [(float(2**60),)], True),
-    case("beyond 2**53: the next float is off", [(2**60 + 1,)], [(float(2**60 + 2**8),)], False),
-    case("huge ints and Decimals", [(10**400,)], [(Decimal(10) ** 400,)], True),
-    case(
-        "huge integral Decimals are exact",
-        [(Decimal("1e400"),)],
-        [(Decimal("1.0000001e400"),)],
-        False,
-    ),
-    case("huge integral Decimals, equal", [(Decimal("1e400"),)], [(Decimal("10e399"),)], True),
-    case("huge int is not infinity", [(10**400,)], [(INF,)], False),
-    # integers (ints, Decimals without a fractional part) compare exactly; the tolerance applies
-    # only when a float or a Decimal with a fractional part is involved (DECISIONS.md)
-    case("bigints compare exactly", [(10**15,)], [(10**15 + 1,)], False, ["(1000000000000001,)"]),
-    case("counts above a million are exact", [(2_000_000,)], [(2_000_001,)], False),
-    case("equal bigints", [(2**63 - 1, 10**30)], [(10**30, 2**63 - 1)], True),
-    case("bigint against a float must round to it", [(10**15,)], [(1e15 + 0.375,)], True),
-    case("bigint against a float one off", [(10**15,)], [(1e15 + 1,)], False),
-    case("int against an integral Decimal is exact", [(10**15,)], [(Decimal(10**15 + 1),)], False),
-    case("int equals an integral Decimal", [(123_456_789,)], [(Decimal("123456789.00"),)], True),
-    case(
-        "int against a fractional Decimal that rounds to it",
-        [(10**15,)],
-        [(Decimal("1000000000000000.5"),)],
-        True,
-    ),
-    case(
-        "int against a fractional Decimal that does not round to it",
-        [(10**12,)],
-        [(Decimal("1000000000003.5"),)],
-        False,
-    ),
-    case(
-        "sums of minor units (integral Decimals) are exact",
-        [(Decimal("123456789"),)],
-        [(Decimal("123456700"),)],
-        False,
-    ),
-    case(
-        "fractional Decimals use the tolerance",
-        [(Decimal("1234567.891"),)],
-        [(Decimal("1234567.8915"),)],
-        True,
-    ),
-    case(
-        "bigint rows pair exactly under a column permutation",
-        [(10**15, "a"), (10**15 + 1, "b")],
-        [("b", 10**15 + 1), ("a", 10**15)],
-        True,
-    ),
-    case(
-        "bigint rows swapped",
-        [(10**15, "a"), (10**15 + 1, "b")],
-        [("b", 10**15), ("a", 10**15 + 1)],
-        False,
-        ["first missing row (in gold, not predicted): (1000000000000000, 'a')"],
-    ),
-    case(
-        "bigints in order",
-        [(10**15 + 2, "x"), (10**15 + 1, "y")],
-        [(10**15 + 1, "y"), (10**15 + 2, "x")],
-        False,
-        ["order differs at row 1"],
-        order=(0,),
-    ),
-    case(
-        "straddle inside a multi-column row",
-        [(1, 0.0000005, "a"), (2, 0.25, "b")],
-        [(2, 0.25, "b"), (1, 0.00000049999, "a")],
-        True,
-    ),
-    case("nan equals nan", [(NAN,)], [(NAN,)], True),
-    case("float nan equals Decimal NaN", [(NAN, 1)], [(Decimal("NaN"), 1)], True),
-    case("nan is not a number", [(NAN,)], [(0.0,)], False),
-    case("nan is not NULL", [(NAN,)], [(None,)], False),
-    case("negative zero", [(-0.0,), (1,)], [(0,), (1.0,)], True),
-    case("infinity", [(INF,), (-INF,)], [(-INF,), (Decimal("Infinity"),)], True),
-    case("infinity sign", [(INF,)], [(-INF,)], False),
-    case("infinity is not a big number", [(INF,)], [(1e308,)], False),
-    case("bool is not int", [(True,)], [(1,)], False),
-    case("bool is not int (false)", [(False,), (True,)], [(0,), (1,)], False),
-    case("bools compare", [(True,), (False,)], [(False,), (True,)], True),
-    # --- NULL, text, bytes, misc -------------------------------------------------------------
-    case("NULL equals NULL", [(None, 1)], [(None, 1)], True),
-    case("NULL is not zero", [(None,)], [(0,)], False),
-    case("NULL is not empty string", [(None,)], [("",)], False),
-    case("text is case sensitive", [("Apple",)], [("apple",)], False),
-    case("text is not trimmed", [("a ",)], [("a",)], False),
-    case("text is not a number", [("1",)], [(1,)], False),
-    case("bytes", [(b"\x00\x01",)], [(b"\x00\x01",)], True),
-    case("bytes are not text", [(b"a",)], [("a",)], False),
-    case("uuid", [(U1,), (U2,)], [(U2,), (U1,)], True),
-    case("uuid is not its text", [(U1,)], [(str(U1),)], False),
-    case("mixed types in one column", [(1,), ("a",), (None,)], [(None,), (1,), ("a",)], True),
-    # --- time ---------------------------------------------------------------------------------
-    case(
-        "aware datetimes compare as instants",
-        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
-        [(dt.datetime(2024, 1, 1, 14, tzinfo=PLUS2),)],
-        True,
-    ),
-    case(
-        "aware datetimes, different instants",
-        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
-        [(dt.datetime(2024, 1, 1, 12, tzinfo=PLUS2),)],
-        False,
-    ),
-    case(
-        "naive is not aware",
-        [(dt.datetime(2024, 1, 1, 12),)],
-        [(dt.datetime(2024, 1, 1, 12, tzinfo=UTC),)],
-        False,
-    ),
-    case("naive equals naive", [(dt.datetime(2024, 1, 1),)], [(dt.datetime(2024, 1, 1),)], True),
-    case("date is not a timestamp", [(dt.date(2024, 1, 1),)], [(dt.datetime(2024, 1, 1),)], False),
-    case("dates", [(dt.date(2024, 1, 1),)], [(dt.date(2024, 1, 1),)], True),
-    case("time", [(dt.time(10, 30),)], [(dt.time(10, 30),)], True),
-    case("time differs", [(dt.time(10, 30),)], [(dt.time(10, 31),)], False),
-    case("interval", [(dt.timedelta(days=1),)], [(dt.timedelta(hours=24),)], True),
-    case(
-        "interval differs", [(dt.timedelta(days=1),)], [(dt.timedelta(days=1, seconds=1),)], False
-    ),
-    # --- arrays and json ---------------------------------------------------------------------
-    case("arrays elementwise", [([1, 2.0000001, None],)], [([1.0, Decimal(2), None],)], True),
-    case("array order matters", [([1, 2],)], [([2, 1],)], False),
-    case("array length matters", [([1, 2],)], [([1, 2, 2],)], False),
-    case("nested arrays", [([[1, 2], [3]],)], [([[1.0, 2], [3.0000001]],)], True),
-    case("nested arrays differ", [([[1, 2], [3]],)], [([[1, 2], [4]],)], False),
-    case(
-        "json objects",
-        [({"a": 1, "b": [1.5, None], "c": {"d": "x"}},)],
-        [({"c": {"d": "x"}, "b": [1.5000001, None], "a": 1.0},)],
-        True,
-    ),
-    case("json extra key", [({"a": 1},)], [({"a": 1, "b": None},)], False),
-    case("json bool is not number", [({"a": True},)], [({"a": 1},)], False),
-    case("json is not text", [({"a": 1},)], [('{"a": 1}',)], False),
-    # --- order --------------------------------------------------------------------------------
-    case(
-        "ordered, same order",
-        [(1, "a"), (2, "b"), (3, "c")],
-        [(1, "a"), (2, "b"), (3, "c")],
-        True,
-        order=(0,),
-    ),
-    case(
-        "ordered, wrong order",
-        [(1, "a"), (2, "b")],
-        [(2, "b"), (1, "a")],
-        False,
-        ["order differs at row 1: expected a row with keys (1,), got (2,)"],
-        order=(0,),
-    ),
-    case(
-        "ordered keys as in the brief",
-        [("2023-05", 1), ("2023-06", 2), ("2023-07", 3), ("2023-08", 4)],
-        [("2023-05", 1), ("2023-06", 2), ("2023-08", 4), ("2023-07", 3)],
-        False,
-        ["order differs at row 3: expected a row with keys ('2023-07',), got ('2023-08',)"],
-        order=(0,),
-    ),
-    case(
-        "ties may come in any order",
-        [(1, "a"), (1, "b"), (2, "c")],
-        [(1, "b"), (1, "a"), (2, "c")],
-        True,
-        order=(0,),
-    ),
-    case(
-        "ties must stay in their group",
-        [(1, "a"), (1, "b"), (2, "c"), (2, "d")],
-        [(1, "a"), (2, "c"), (1, "b"), (2, "d")],
-        False,
-        ["order differs at row 2"],
-        order=(0,),
-    ),
-    case(
-        "full order enforced with ()",
-        [(1, "a"), (1, "b")],
-        [(1, "b"), (1, "a")],
-        False,
-        ["order differs at row 1: expected (1, 'a'), got (1, 'b')"],
-        order=(),
-    ),
-    case(
-        "ordered with permuted columns",
-        [("x", 1), ("y", 2), ("z", 3)],
-        [(1, "x"), (2, "y"), (3, "z")],
-        True,
-        order=(1,),
-    ),
-    case(
-        "ordered on two keys, descending",
-        [(2, "b", 0.5), (2, "a", 0.7), (1, "c", 0.1)],
-        [(2, "b", 0.5), (2, "a", 0.7), (1, "c", 0.1)],
-        True,
-        order=(0, 1),
-    ),
-    case(
-        "ordered with tolerance",
-        [(1.0, "a"), (2.0, "b")],
-        [(1.0000001, "a"), (2.0000001, "b")],
-        True,
-        order=(0,),
-    ),
-    case(
-        "ordered, data differs",
-        [(1, "a"), (2, "b")],
-        [(1, "a"), (2, "c")],
-        False,
-        ["first missing row (in gold, not predicted): (2, 'b')"],
-        order=(0,),
-    ),
-    case("invalid order index means full order", [(1,), (2,)], [(2,), (1,)], False, order=(5,)),
-    case("order is ignored when unordered", [(1,), (2,)], [(2,), (1,)], True, order=None),
-    # --- malformed input never raises ---------------------------------------------------------
-    case("ragged gold", [(1,), (1, 2)], [(1,), (1, 2)], False, ["gold rows"]),
-    case("ragged prediction", [(1, 2), (3, 4)], [(1, 2), (3,)], False, ["predicted rows"]),
-    case("rows that are not sequences", [(1,)], [1, 2], False, ["could not be compared"]),  # type: ignore[list-item]
-    case("unhashable odd values", [({1, 2},)], [({1, 2},)], True),  # sets compare via repr
-]
+def _load_cases() -> list[Any]:
+    out = []
+    for c in json.loads(CASE_FILE.read_text(encoding="utf-8"))["cases"]:
+        kwargs: dict[str, Any] = {}
+        if "order" in c:
+            kwargs["order"] = None if c["order"] is None else tuple(c["order"])
+        if c.get("superset"):
+            kwargs["superset"] = True
+        gold, pred = decode_rows(c["gold"]), decode_rows(c["pred"])
+        mentions = tuple(c.get("mentions", ()))
+        out.append(pytest.param(gold, pred, kwargs, c["equal"], mentions, id=c["name"]))
+    return out
+
+
+CASES = _load_cases()
 
 
 @pytest.mark.parametrize(("gold", "pred", "kwargs", "equal", "mentions"), CASES)

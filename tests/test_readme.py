@@ -93,6 +93,14 @@ NOT_RUN = {
         "needs the run above; the same command on the committed board and tiny runs is "
         "test_site.py::test_heron_site_command_builds_board_runs_and_compare"
     ),
+    "heron runner --out runner": (
+        "fetches PGlite with npm and generates the tiny state (a minute); the same build runs in "
+        "tests/test_browser_runner.py and test_site.py::"
+        "test_heron_site_runner_adds_the_runner_page_and_its_navigation"
+    ),
+    "python3 -m http.server -d runner 8000": (
+        "serves until stopped; the runner tests serve the page the same way"
+    ),
     "heron verify-submission submissions/my-tool": (
         "builds four small states (minutes); the verifier runs in test_submissions.py"
     ),

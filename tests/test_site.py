@@ -12,6 +12,8 @@ import io
 import itertools
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,35 @@ def test_the_site_is_the_same_bytes_every_time(tmp_path: Path) -> None:
     assert len([r for r in rel if r.startswith("questions/q")]) == 100
     text = "".join((tmp_path / "one" / r).read_text() for r in rel)
     assert "http://" not in text and "https://" not in text and "src=" not in text
+
+
+def test_heron_site_runner_adds_the_runner_page_and_its_navigation(tmp_path: Path) -> None:
+    """issue 17 item 1: ``heron site --runner`` builds the runner beside the pages, and every
+    page of the site links to it; without --runner no page does."""
+    runs = _runs(tmp_path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest_heron.cli",
+            "site",
+            "--runs",
+            *map(str, runs),
+            "--runner",
+            "--out",
+            str(tmp_path / "with"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "with" / "runner" / "runner.html").is_file()
+    index = (tmp_path / "with" / "runs" / "index.html").read_text()
+    assert 'href="../runner/runner.html"' in index and "Run in the browser" in index
+    build_site(tmp_path / "without", runs=runs)
+    assert "runner/runner.html" not in (tmp_path / "without" / "runs" / "index.html").read_text()
+    assert not (tmp_path / "without" / "runner").exists()
 
 
 def test_text_from_a_results_file_is_escaped(tmp_path: Path) -> None:

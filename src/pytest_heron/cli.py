@@ -1,5 +1,5 @@
 """The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission``, ``leaderboard`` and ``site``."""
+``verify-submission``, ``leaderboard``, ``site`` and ``runner``."""
 
 from __future__ import annotations
 
@@ -62,6 +62,14 @@ def _ddl(args: argparse.Namespace) -> int:
     from pytest_heron.generate.load import ddl_script
 
     sys.stdout.write(ddl_script(args.layout))
+    return 0
+
+
+def _runner(args: argparse.Namespace) -> int:
+    from pytest_heron.browser import build_runner
+
+    page = build_runner(Path(args.out), progress=lambda msg: print(msg, file=sys.stderr))
+    print(page)
     return 0
 
 
@@ -264,8 +272,8 @@ def _site(args: argparse.Namespace) -> int:
     from pytest_heron.site.build import build_site
     from pytest_heron.site.gold import gold_rows_on_state
 
-    if args.board is None and not args.runs:
-        raise HeronError("heron site: give --board DIR, --runs DIR|FILE ..., or both")
+    if args.board is None and not args.runs and not args.runner:
+        raise HeronError("heron site: give --board DIR, --runs DIR|FILE ..., --runner, or more")
     gold = None
     if args.database:
 
@@ -281,6 +289,8 @@ def _site(args: argparse.Namespace) -> int:
         runs=[Path(p) for p in args.runs],
         questions=None if args.questions is None else Path(args.questions),
         gold=gold,
+        runner=args.runner,
+        progress=_say,
     )
     _say(f"wrote {len(written)} pages; open {Path(args.out) / 'index.html'}")
     print(Path(args.out) / "index.html")
@@ -318,6 +328,13 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
     check.set_defaults(func=_checksum)
+
+    runner = sub.add_parser(
+        "runner",
+        help="build the browser runner page (PGlite, the tiny state of seed 42) into a folder",
+    )
+    runner.add_argument("--out", required=True, help="the folder to write (emptied first)")
+    runner.set_defaults(func=_runner)
 
     cmp = sub.add_parser("compare", help="compare two results files question by question")
     cmp.add_argument("a", help="results file A")
@@ -412,6 +429,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--seed",
         type=int,
         help="with --database: the state's seed (default: the first run's first seed, else 42)",
+    )
+    site.add_argument(
+        "--runner",
+        action="store_true",
+        help="add the in-browser runner (PGlite, the tiny state of seed 42) under OUT/runner/ "
+        "(default: not built; needs npm the first time)",
     )
     site.set_defaults(func=_site)
     return parser

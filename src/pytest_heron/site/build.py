@@ -34,9 +34,13 @@ def build_site(
     runs: Sequence[Path] = (),
     questions: Path | None = None,
     gold: Callable[[Sequence[GoldQuestion], Sequence[Run]], Mapping[str, GoldRows]] | None = None,
+    runner: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> list[Path]:
     """Build the site in ``out`` and return the files written. ``gold`` computes the gold rows
-    (given the questions and the runs); without it the question pages say they were not."""
+    (given the questions and the runs); without it the question pages say they were not.
+    ``runner`` adds the in-browser runner (:func:`pytest_heron.browser.build_runner`) under
+    ``out/runner/`` and a navigation entry to it."""
     the_board = None if board is None else read_board(board)
     the_runs = tuple(read_runs(runs))
     qs = load_questions(questions)
@@ -46,8 +50,14 @@ def build_site(
         questions={q.id: q for q in qs},
         modules=schema_modules(),
         gold=None if gold is None else gold(qs, the_runs),
+        runner=runner,
     )
-    return write_files(out, render_site(data))
+    written = write_files(out, render_site(data))
+    if runner:
+        from pytest_heron.browser import build_runner
+
+        written.append(build_runner(out / "runner", progress=progress))
+    return written
 
 
 def report_pages(

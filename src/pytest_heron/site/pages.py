@@ -49,6 +49,7 @@ NAV = (
     NavItem("questions", "Questions", "questions/index.html"),
     NavItem("compare", "Compare", "compare/index.html"),
     NavItem("schema", "Schema", "schema/index.html"),
+    NavItem("runner", "Run in the browser", "runner/runner.html"),  # heron site --runner
 )
 
 _ENV: jinja2.Environment | None = None
@@ -105,6 +106,7 @@ class SiteInput:
     modules: tuple[SchemaModule, ...]
     gold: Mapping[str, GoldRows] | None = None  # None: not computed
     report: bool = False  # the one-run report folder, not a site
+    runner: bool = False  # runner/runner.html is built beside the pages (heron site --runner)
 
 
 class _Site:
@@ -116,6 +118,8 @@ class _Site:
         if data.board is not None and not data.report:
             have.add("board")
         have |= {"questions", "schema"}
+        if data.runner and not data.report:
+            have.add("runner")
         if len(data.runs) >= 2 and not data.report:
             have.add("compare")
         self.nav = [n for n in NAV if n.key in have]

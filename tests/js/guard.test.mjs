@@ -1,0 +1,32 @@
+// The JavaScript guard on every shared statement (tests/data/guard_cases.json).
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+
+import { checkStatement } from "../../src/pytest_heron/browser/assets/guard.js";
+
+const { cases } = JSON.parse(readFileSync(new URL("../data/guard_cases.json", import.meta.url), "utf8"));
+
+export function caseSql(c) {
+  if (c.sql !== undefined) return c.sql;
+  return c.sql_repeat
+    .reduce((out, item, k, all) => (k % 2 === 0 ? out + item.repeat(all[k + 1]) : out), "");
+}
+
+cases.forEach((c, k) => {
+  const sql = caseSql(c);
+  const expected = c.js ?? c.python;
+  test(`guard case ${k}: ${JSON.stringify(sql.slice(0, 60))} -> ${expected}`, () => {
+    const verdict = checkStatement(sql);
+    const kind = verdict === null ? "accepted" : verdict.kind;
+    assert.equal(kind, expected, verdict?.reason);
+    if (verdict !== null) assert.ok(verdict.reason.length > 0);
+  });
+});
+
+test("the guard never throws on odd input", () => {
+  for (const odd of [undefined, null, 5, {}, "\\", "$", "$$", "E'\\", "U&\"x", "/*/", "'''"]) {
+    const verdict = checkStatement(odd);
+    assert.ok(verdict !== null && typeof verdict.reason === "string");
+  }
+});

@@ -44,6 +44,7 @@ class Raw:
 
 
 Reply = dict[str, Any] | Raw
+DEFAULT_MODELS = ("stub-model", "m")  # what GET /models lists (the tests' model names)
 Responder = Callable[[dict[str, Any]], Reply]
 
 
@@ -55,8 +56,13 @@ def completion(
     tool_calls: Sequence[tuple[str, dict[str, Any]]] = (),
     model: str = "stub-model",
     finish_reason: str | None = None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """A chat.completion body with one choice; ``tool_calls`` are ``(name, arguments)`` pairs."""
+    """A chat.completion body with one choice; ``tool_calls`` are ``(name, arguments)`` pairs.
+    ``cached_tokens`` / ``reasoning_tokens`` add ``usage.prompt_tokens_details.cached_tokens`` /
+    ``usage.completion_tokens_details.reasoning_tokens`` (parts of the two counts, as OpenAI
+    reports them); left out when None, as providers without them do."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         message["tool_calls"] = [
@@ -67,6 +73,15 @@ def completion(
             }
             for i, (name, args) in enumerate(tool_calls)
         ]
+    usage: dict[str, Any] = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    if cached_tokens is not None:
+        usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
     return {
         "id": "chatcmpl-stub",
         "object": "chat.completion",
@@ -79,11 +94,7 @@ def completion(
                 "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop"),
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "usage": usage,
     }
 
 
@@ -96,9 +107,16 @@ def rate_limited(retry_after: float = 0) -> Raw:
 class ChatStub:
     """The endpoint; see the module docstring."""
 
-    def __init__(self, responder: Responder | Sequence[Reply], *, cors: bool = False) -> None:
+    def __init__(
+        self,
+        responder: Responder | Sequence[Reply],
+        models: Sequence[str] | None = DEFAULT_MODELS,
+        *,
+        cors: bool = False,
+    ) -> None:
         self.cors = cors
         self.preflights = 0
+        self.models = None if models is None else list(models)  # None: no GET /models (404)
         if callable(responder):
             self._responder: Responder = responder
         else:
@@ -181,10 +199,9 @@ class ChatStub:
                 self._send(Raw(204, b"", allow))
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
-                    self._send(
-                        {"object": "list", "data": [{"id": "stub-model", "object": "model"}]}
-                    )
+                if self.path.rstrip("/").endswith("/models") and stub.models is not None:
+                    listed = [{"id": name, "object": "model"} for name in stub.models]
+                    self._send({"object": "list", "data": listed})
                 else:
                     self._send(Raw(404, b'{"error": {"message": "not found"}}'))
 

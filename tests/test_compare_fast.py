@@ -148,3 +148,21 @@ def test_code_collisions_fall_back_to_exact_keys(
     assert compare(gold, [(1, "b"), (1, "a"), (2, "c")], order=order).equal
     assert not compare(gold, [(1, "b"), (1, "b"), (2, "c")], order=order).equal
     assert not compare(gold, [(2, "c"), (1, "a"), (1, "b")], order=(0,)).equal
+
+
+near_integers = st.builds(
+    lambda i, tiny: Decimal(i) + Decimal(tiny).scaleb(-30),
+    st.integers(-(2**60), 2**60),
+    st.integers(-3, 3),
+)
+
+
+@PROPS
+@given(st.lists(st.one_of(near_integers, st.none()), min_size=1, max_size=6))
+def test_decimals_whose_float_is_whole_are_tested_exactly(col: list[Any]) -> None:
+    # only values with a whole float get the exact integrality test: a fraction of 1e-30 on a
+    # big integer (whose float is whole) must still be keyed as a fraction, an integer as itself
+    ck, _ = column_keys(col)
+    from pytest_heron.compare.columns import python_keys
+
+    assert python_keys(ck) == [_canon(v) for v in col]

@@ -20,6 +20,15 @@ MODULES = [
     "pytest_heron.dataset.catalogue",
     "pytest_heron.database.introspect",
     "pytest_heron.systems.retrieval.lexical",
+    "pytest_heron.site.sqltext",
+    "pytest_heron.site.charts",
+    "pytest_heron.site.schema",
+    "pytest_heron.site.inputs",
+    "pytest_heron.site.pairing",
+    "pytest_heron.site.gold",
+    "pytest_heron.progress",
+    "pytest_heron.results.comparison",
+    "pytest_heron.board.replay",
 ]
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import multiprocessing
+import re
 import socket
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from pytest_heron.systems.llm.client import (
     ChatClient,
     LLMConfig,
     LLMError,
+    LLMTimeout,
     Meter,
     ResponseCache,
     ToolsUnsupported,
@@ -27,7 +32,7 @@ from pytest_heron.systems.llm.client import (
     cache_key,
     extract_sql,
 )
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
+from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Question
 
 MSGS = [{"role": "system", "content": "schema"}, {"role": "user", "content": "q?"}]
 
@@ -275,8 +280,8 @@ def test_retry_after_is_capped(tmp_path: Path) -> None:
 
 def test_attempts_are_bounded(tmp_path: Path) -> None:
     with (
-        ChatStub([Raw(500, b"{}")] * 10) as stub,
-        pytest.raises(LLMError, match="failed after 3 attempts: HTTP 500"),
+        ChatStub([Raw(503, b"{}")] * 10) as stub,
+        pytest.raises(LLMError, match="failed after 3 attempts: HTTP 503"),
     ):
         _client(stub.url, tmp_path, max_attempts=3).chat(MSGS, question_id="q")
     assert len(stub.requests) == 3
@@ -298,10 +303,18 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_connection_refused_is_retried_then_reported(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
-    with pytest.raises(LLMError, match="failed after 2 attempts: APIConnectionError"):
-        _client(url, tmp_path, max_attempts=2).chat(MSGS, question_id="q")
+def test_connection_refused_fails_at_once_naming_the_endpoint(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{_free_port()}/v1/"
+    client = _client(url, tmp_path, max_attempts=6, backoff_s=5.0)
+    started = time.monotonic()
+    with pytest.raises(LLMError) as info:
+        client.chat(MSGS, question_id="q")
+    assert time.monotonic() - started < 5.0  # no backoff was waited: nothing listens there
+    assert str(info.value) == (
+        f"cannot connect to the endpoint {url.rstrip('/')}: the connection was refused (is the "
+        "server running, and is --heron-endpoint right?)"
+    )
+    assert not isinstance(info.value, TimeoutError)
 
 
 def test_slow_endpoint_times_out_per_request(tmp_path: Path) -> None:
@@ -310,14 +323,18 @@ def test_slow_endpoint_times_out_per_request(tmp_path: Path) -> None:
         return completion("SELECT 1")
 
     with ChatStub(slow) as stub:
+        client = _client(stub.url, tmp_path, timeout_s=0.3, max_attempts=2)
+        client._client()  # the SDK's setup (its TLS context) is not the request's time
         started = time.monotonic()
-        with pytest.raises(LLMError, match="APITimeoutError"):
-            _client(stub.url, tmp_path, timeout_s=0.3, max_attempts=2).chat(MSGS, question_id="q")
+        with pytest.raises(LLMTimeout, match=r"timed out 2 times \(no reply within 0\.3s"):
+            client.chat(MSGS, question_id="q")
         assert time.monotonic() - started < 1.5
-        with pytest.raises(LLMError, match="out of time"):
+        with pytest.raises(LLMTimeout, match="out of time") as info:
             _client(stub.url, tmp_path, max_attempts=5).chat(
                 MSGS, question_id="q", deadline=time.monotonic() + 0.3
             )
+    # one classification of "out of time": a TimeoutError, so adapter_timeout for every adapter
+    assert isinstance(info.value, TimeoutError) and isinstance(info.value, AdapterError)
 
 
 @pytest.mark.parametrize(
@@ -414,3 +431,193 @@ def test_config_from_the_context() -> None:
     assert offline.endpoint is None
     cfg = LLMConfig.from_context(ctx(model="m", endpoint="http://x/v1", temperature=0.7))
     assert (cfg.model, cfg.temperature, cfg.timeout_s) == ("m", 0.7, 30.0)
+
+
+# -- against a real server's behaviour (issue 20) ----------------------------------------------
+
+
+def test_http_500_is_retried_once_and_keeps_the_servers_reason(tmp_path: Path) -> None:
+    cause = "ValueError: 'content' must be a string, not None"
+    long = "Traceback (most recent call last):\n" + "  File x, line 1\n" * 200 + cause
+    body = json.dumps({"error": {"message": long, "type": "internal_server_error"}}).encode()
+    with ChatStub([Raw(500, body)] * 6) as stub, pytest.raises(LLMError) as info:
+        _client(stub.url, tmp_path, max_attempts=6).chat(MSGS, question_id="q")
+    assert len(stub.requests) == 2  # retried once, not six times
+    text = str(info.value)
+    assert f"the endpoint {stub.url} failed the request twice: HTTP 500" in text
+    assert text.endswith(cause)  # the cause, at the end of a long message, is kept
+    assert text.count("characters ...]") == 1
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 413, 501])
+def test_other_statuses_are_not_retried(tmp_path: Path, status: int) -> None:
+    with ChatStub([Raw(status, b'{"error": {"message": "no"}}')] * 3) as stub:
+        with pytest.raises(LLMError, match=f"refused the request: HTTP {status}: no"):
+            _client(stub.url, tmp_path).chat(MSGS, question_id="q")
+        assert len(stub.requests) == 1
+
+
+def test_max_tokens_is_sent_and_in_the_key_unless_the_caller_sets_it(tmp_path: Path) -> None:
+    with ChatStub([completion("SELECT 1")] * 4) as stub:
+        _client(stub.url, tmp_path, max_tokens=77).chat(MSGS, question_id="q")
+        _client(stub.url, tmp_path, max_tokens=78).chat(MSGS, question_id="q")  # not replayed
+        _client(stub.url, tmp_path, max_tokens=77).chat(
+            MSGS, question_id="q2", params={"max_tokens": 5}
+        )
+        _client(stub.url, tmp_path, max_tokens=None).chat(MSGS, question_id="q3")
+    sent = [r.get("max_tokens") for r in stub.requests]
+    assert sent == [77, 78, 5, None]
+    assert "max_tokens" not in stub.requests[3]
+
+
+def test_a_model_that_takes_max_completion_tokens_gets_it(tmp_path: Path) -> None:
+    refusal = Raw(
+        400,
+        b'{"error": {"message": "Unsupported parameter: \'max_tokens\' is not supported with '
+        b"this model. Use 'max_completion_tokens' instead.\"}}",
+    )
+    with ChatStub([refusal, completion("SELECT 1")]) as stub:
+        reply = _client(stub.url, tmp_path, max_tokens=64).chat(MSGS, question_id="q")
+    assert reply.content == "SELECT 1"
+    assert stub.requests[1]["max_completion_tokens"] == 64 and "max_tokens" not in stub.requests[1]
+
+
+def test_tool_choice_and_string_content_on_tool_call_turns(tmp_path: Path) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    turn = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    convo = [*MSGS, turn, {"role": "tool", "tool_call_id": "c0", "content": "{}"}]
+    with ChatStub([completion("done")] * 2) as stub:
+        client = _client(stub.url, tmp_path)
+        client.chat(convo, question_id="q", tools=tools)
+        client.chat(MSGS, question_id="q2", tools=tools, params={"tool_choice": "required"})
+    first, second = stub.requests
+    assert first["tool_choice"] == "auto" and second["tool_choice"] == "required"
+    assert first["messages"][2]["content"] == "" and first["messages"][2]["tool_calls"]
+    assert turn["content"] is None  # the caller's conversation is left as it was
+    assert "tool_choice" not in _client(stub.url, tmp_path).sent_params(None, None)
+
+
+def test_the_endpoint_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    with (
+        ChatStub([completion("SELECT 'first'", prompt_tokens=3)]) as one,
+        ChatStub([completion("SELECT 'second'", prompt_tokens=4)]) as two,
+    ):
+        assert _client(one.url, tmp_path).chat(MSGS, question_id="q").content == "SELECT 'first'"
+        again = _client(two.url, tmp_path).chat(MSGS, question_id="q")
+        assert again.content == "SELECT 'second'" and not again.cached  # asked, not replayed
+        assert _client(one.url + "/", tmp_path).chat(MSGS, question_id="q").cached
+    assert len(one.requests) == 1 and len(two.requests) == 1
+    # offline: the named endpoint's reply, or without one the newest from any endpoint
+    named = _client(one.url, tmp_path, offline=True).chat(MSGS, question_id="q")
+    assert named.content == "SELECT 'first'"
+    assert _client(None, tmp_path, offline=True).chat(MSGS, question_id="q").cached
+    with pytest.raises(CacheMiss, match=re.escape("endpoint http://127.0.0.1:1/v1, model m")):
+        _client("http://127.0.0.1:1/v1", tmp_path, offline=True).chat(MSGS, question_id="q")
+
+
+def test_a_cache_file_of_the_first_key_format_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite3"
+    with sqlite3.connect(path) as conn:  # the format-1 table, with a reply under today's key
+        conn.execute(
+            "CREATE TABLE replies (key TEXT PRIMARY KEY, reply TEXT NOT NULL, model TEXT NOT NULL,"
+            " question TEXT NOT NULL, created REAL NOT NULL)"
+        )
+        key = _client(None, tmp_path, offline=True).key(MSGS, tools=None, question_id="q", sample=0)
+        conn.execute(
+            "INSERT INTO replies VALUES (?, '{\"content\": \"SELECT 0\"}', 'm', 'q', 0)", (key,)
+        )
+    with pytest.raises(CacheMiss):
+        _client(None, tmp_path, offline=True).chat(MSGS, question_id="q")
+    with ChatStub([completion("SELECT 1")]) as stub:
+        assert _client(stub.url, tmp_path).chat(MSGS, question_id="q").content == "SELECT 1"
+    with sqlite3.connect(path) as conn:  # left as it was, beside the new table
+        assert conn.execute("SELECT count(*) FROM replies").fetchone() == (1,)
+
+
+def test_a_replayed_call_keeps_its_recorded_latency(tmp_path: Path) -> None:
+    def slow(_body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.4)
+        return completion("SELECT 1", prompt_tokens=5)
+
+    with ChatStub(slow) as stub:
+        live = _client(stub.url, tmp_path).chat(MSGS, question_id="q")
+        meter = Meter()
+        replayed = _client(stub.url, tmp_path).chat(MSGS, question_id="q", meter=meter)
+    assert live.latency_s >= 0.4 and replayed.cached
+    assert replayed.latency_s == pytest.approx(live.latency_s)
+    usage = meter.usage()
+    assert usage["replayed_ms"] == round(live.latency_s * 1000) == usage["llm_ms"]
+    assert "replayed_ms" not in Meter().usage()
+
+
+def test_a_request_given_up_on_has_its_connection_closed(tmp_path: Path) -> None:
+    """The server sees the client go (a llama.cpp-style server then drops the queued request)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    closed = threading.Event()
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(65536)  # the request; never answered
+            conn.settimeout(30)
+            with contextlib.suppress(OSError):
+                while conn.recv(65536):
+                    pass
+                closed.set()  # EOF: the client closed its end
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    with pytest.raises(LLMTimeout):
+        _client(url, tmp_path, timeout_s=0.3, max_attempts=1).chat(MSGS, question_id="q")
+    assert closed.wait(20), "the abandoned request's connection was left open"
+    listener.close()
+
+
+def test_one_classification_of_out_of_time() -> None:
+    from pytest_heron.errors import ErrorKind, OutOfTime, adapter_failure_kind
+    from pytest_heron.scoring.score import _adapter_failure
+    from pytest_heron.systems.child import failure
+    from pytest_heron.systems.isolation import AdapterTimeout
+
+    late = [LLMTimeout("out of time"), OutOfTime("late"), TimeoutError("late")]
+    for exc in late:
+        assert adapter_failure_kind(exc) is ErrorKind.ADAPTER_TIMEOUT
+        assert _adapter_failure(exc)[0] is ErrorKind.ADAPTER_TIMEOUT
+        assert failure(exc)["kind"] == "adapter_timeout"
+    assert _adapter_failure(AdapterTimeout("killed"))[0] is ErrorKind.ADAPTER_TIMEOUT
+    for exc in (LLMError("HTTP 400"), CacheMiss("miss"), ValueError("x")):
+        assert failure(exc)["kind"] == "adapter_error"
+        assert _adapter_failure(exc)[0] is ErrorKind.ADAPTER_ERROR
+
+
+def test_a_question_that_runs_out_of_time_keeps_the_tokens_already_billed(tmp_path: Path) -> None:
+    from pytest_heron.systems.base import MeteredAdapter
+    from pytest_heron.systems.child import failure
+
+    def respond(body: dict[str, Any]) -> dict[str, Any]:
+        if len(body["messages"]) > 2:
+            time.sleep(1.0)  # the second call does not come back in time
+        return completion("SELECT 1", prompt_tokens=40, completion_tokens=2)
+
+    class Two(MeteredAdapter):
+        def answer(self, q: Any, sample: int, meter: Meter) -> Any:
+            first = client.chat(MSGS, question_id="q", meter=meter)
+            deadline = time.monotonic() + 0.3
+            client.chat([*MSGS, first.message()], question_id="q", meter=meter, deadline=deadline)
+
+    with ChatStub(respond) as stub:
+        client = _client(stub.url, tmp_path)
+        with pytest.raises(LLMTimeout) as info:
+            Two().generate(Question(id="q", question="?"))
+    reply = failure(info.value)
+    assert reply["kind"] == "adapter_timeout"
+    assert reply["usage"]["prompt_tokens"] == 40 and reply["usage"]["calls"] == 1

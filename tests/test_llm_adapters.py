@@ -3,6 +3,7 @@ called directly, then through whole plugin runs (pytester subprocesses)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -239,12 +240,118 @@ def test_agent_runs_queries_and_submits_the_last_successful_one(
 
 def test_agent_makes_at_most_twenty_calls(tiny_state: Any, tmp_path: Path) -> None:
     endless = ChatStub(lambda body: _run(f"SELECT {len(body['messages'])}"))
-    with (
-        endless as stub,
-        pytest.raises(AdapterError, match=f"did not call results_ok within {MAX_AGENT_CALLS}"),
-    ):
+    with endless as stub, pytest.raises(AdapterError) as info:
         _agent(tiny_state, stub.url, tmp_path).generate(Q)
     assert len(stub.requests) == MAX_AGENT_CALLS == 20
+    assert str(info.value) == (
+        "the agent reached its limit of 20 LLM calls without an answer: results_ok was never "
+        "called (20 queries run, the last successful one not submitted)"
+    )
+
+
+def test_agent_says_how_often_results_ok_came_too_early(tiny_state: Any, tmp_path: Path) -> None:
+    """Five results_ok calls per reply, never after a successful query: the message counts them
+    (it used to say results_ok was not called at all)."""
+    eager = completion(None, tool_calls=[("results_ok", {})] * 5, prompt_tokens=1)
+    with ChatStub(lambda body: eager) as stub, pytest.raises(AdapterError) as info:
+        _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    assert len(stub.requests) == MAX_AGENT_CALLS
+    assert "results_ok was called 100 times but no query had run successfully before it" in str(
+        info.value
+    )
+
+
+def _llama_like(script: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """What llama-cpp-python's server does: tools without tool_choice are ignored (a text
+    reply), and an assistant turn with content null is an HTTP 500."""
+    replies = list(script)
+
+    def respond(body: dict[str, Any]) -> Any:
+        for m in body["messages"]:
+            if m["role"] == "assistant" and not isinstance(m.get("content"), str):
+                return Raw(500, b'{"error": {"message": "TypeError: can only concatenate str"}}')
+        if body.get("tools") and body.get("tool_choice") is None:
+            return completion("I would run SELECT count(*) FROM core.tenants.")
+        return replies.pop(0)
+
+    return respond
+
+
+def _openai_like(script: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Any]:
+    """What OpenAI's API accepts: content null or a string on a tool-call turn, tool_choice
+    optional (auto by default), and every tool message answering a call of the turn before."""
+    replies = list(script)
+
+    def respond(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        for i, m in enumerate(messages):
+            if m["role"] == "assistant" and m.get("tool_calls"):
+                if not (m.get("content") is None or isinstance(m.get("content"), str)):
+                    return Raw(400, b'{"error": {"message": "invalid content"}}')
+                ids = {c["id"] for c in m["tool_calls"]}
+                answered = {x.get("tool_call_id") for x in messages[i + 1 :] if x["role"] == "tool"}
+                if not ids <= answered:
+                    return Raw(
+                        400, b'{"error": {"message": "tool_call_ids did not have response"}}'
+                    )
+        return replies.pop(0)
+
+    return respond
+
+
+@pytest.mark.parametrize("shape", [_llama_like, _openai_like])
+def test_agent_completes_its_loop_on_both_servers_shapes(
+    tiny_state: Any, tmp_path: Path, shape: Callable[..., Any]
+) -> None:
+    script = [_run("SELECT count(*) FROM core.tenants"), _ok()]
+    with ChatStub(shape(script)) as stub:
+        pred = _agent(tiny_state, stub.url, tmp_path).generate(Q)
+    assert pred.sql == "SELECT count(*) FROM core.tenants"
+    assert len(stub.requests) == 2
+    assert all(r["tool_choice"] == "auto" for r in stub.requests)
+    turn = stub.requests[1]["messages"][2]
+    assert turn["role"] == "assistant" and turn["content"] == "" and turn["tool_calls"]
+
+
+def test_agent_grammar_mode_runs_json_steps(tiny_state: Any, tmp_path: Path) -> None:
+    def step(action: str, sql: str = "") -> dict[str, Any]:
+        return completion(json.dumps({"action": action, "sql": sql}), prompt_tokens=10)
+
+    script = [
+        step("results_ok"),  # too early: refused
+        completion("not json", prompt_tokens=10),  # nudged
+        step("run_sql_query", "SELECT count(*) FROM core.tenants"),
+        step("results_ok"),
+    ]
+    adapter = AgentAdapter()
+    ctx = _ctx(tiny_state.reader_dsn, "", tmp_path / "c.sqlite3", agent_mode="grammar")
+    with ChatStub(script) as stub:
+        ctx = dataclasses.replace(ctx, llm=dataclasses.replace(ctx.llm, endpoint=stub.url))
+        adapter.prepare(ctx)
+        pred = adapter.generate(Q)
+    assert adapter.conditions(ctx) == {"agent_mode": "grammar"}
+    assert pred.sql == "SELECT count(*) FROM core.tenants"
+    assert pred.usage is not None and pred.usage["calls"] == 4
+    for body in stub.requests:
+        assert "tools" not in body and "tool_choice" not in body
+        fmt = body["response_format"]
+        assert fmt["type"] == "json_schema"
+        assert fmt["json_schema"]["schema"]["properties"]["action"]["enum"] == [
+            "run_sql_query",
+            "results_ok",
+        ]
+    assert '"action": "run_sql_query"' in stub.requests[0]["messages"][0]["content"]
+    assert "No query has run successfully" in stub.requests[1]["messages"][-1]["content"]
+    assert "Answer with one JSON object" in stub.requests[2]["messages"][-1]["content"]
+    result = stub.requests[3]["messages"][-1]
+    assert result["role"] == "user" and result["content"].startswith("run_sql_query result: ")
+    assert json.loads(result["content"].split(": ", 1)[1])["rows"][0][0] >= 1
+
+
+def test_agent_mode_is_checked_at_prepare(tiny_state: Any, tmp_path: Path) -> None:
+    ctx = _ctx(tiny_state.reader_dsn, "http://127.0.0.1:1/v1", tmp_path / "c", agent_mode="x")
+    with pytest.raises(AdapterError, match="--heron-agent-mode: unknown mode 'x'"):
+        AgentAdapter().prepare(ctx)
 
 
 def test_agent_reports_an_endpoint_without_tools(tiny_state: Any, tmp_path: Path) -> None:
@@ -383,21 +490,37 @@ def test_raw_llm_run_scores_bills_exactly_and_replays_from_the_cache(
             ["*heron benchmark*", "adapter=raw-llm *strategy=zero-shot n=4*"]
         )
         assert len(stub.requests) == 4
+        first.stdout.fnmatch_lines(["*   billed tokens prompt/completion: *"])
         second = pytester.runpytest_subprocess(*args, "--heron-output=two.json")
         second.assert_outcomes(passed=3, failed=1)
         assert len(stub.requests) == 4  # the identical run sent nothing
+        second.stdout.fnmatch_lines(
+            ["*tokens prompt/completion: *, replayed from the cache (all 4 calls; billed when*"]
+        )
+        assert all(r["max_tokens"] == 2048 for r in stub.requests)
     one, two = _doc(pytester.path / "one.json"), _doc(pytester.path / "two.json")
     assert one["metrics"]["ex_multistate"] == 75.0
     assert one["metrics"]["tokens_prompt"] == sum(p for p, _ in billing.billed)
     assert one["metrics"]["tokens_completion"] == sum(c for _, c in billing.billed)
     assert one["conditions"]["adapter_conditions"] == {"strategy": "zero-shot"}
     assert one["conditions"]["model"] == "m"
+    assert one["conditions"]["endpoint"] == stub.url and one["conditions"]["max_tokens"] == 2048
+    # the replay keeps the recorded latencies, so its figures are the recorded run's
+    # (VES times the SQL again on each run: its noise is the only difference left)
+    ves_part = 0.20 * (min(100.0, two["metrics"]["ves"]) - min(100.0, one["metrics"]["ves"]))
+    assert two["metrics"]["grade"] - one["metrics"]["grade"] == pytest.approx(ves_part, abs=1e-3)
+    assert (two["metrics"]["llm_calls"], two["metrics"]["replayed_calls"]) == (4, 4)
+    assert (one["metrics"]["llm_calls"], one["metrics"]["replayed_calls"]) == (4, 0)
     for key in ("tokens_prompt", "tokens_completion", "ex_multistate"):
         assert two["metrics"][key] == one["metrics"][key]
     q1, q2 = _by_id(one), _by_id(two)
     assert q1["v003"]["tables_in_context"] is None
     assert (q1["v003"]["usage"]["calls"], q1["v003"]["usage"]["cached_calls"]) == (1, 0)
     assert (q2["v003"]["usage"]["calls"], q2["v003"]["usage"]["cached_calls"]) == (1, 1)
+    for qid in q1:
+        recorded = q1[qid]["usage"]["llm_ms"]
+        assert q2[qid]["usage"]["replayed_ms"] == recorded == q2[qid]["usage"]["llm_ms"]
+        assert q2[qid]["latency_s"] >= recorded / 1000
     assert q1["v002"]["error_kind"] is None and not q1["v002"]["correct"]
 
     # Offline, with no endpoint at all: the same answers from the cache.
@@ -416,6 +539,7 @@ def test_raw_llm_run_scores_bills_exactly_and_replays_from_the_cache(
     )
     miss.assert_outcomes(failed=4)
     v001 = _by_id(_doc(pytester.path / "miss.json"))["v001"]
+    assert _doc(pytester.path / "miss.json")["metrics"]["grade"] == 0.0  # no answer: Grade 0
     assert v001["error_kind"] == "adapter_error"
     assert "no cached reply for question v001" in v001["error"]
     assert "llm-cache.sqlite3" in v001["error"]
@@ -461,7 +585,7 @@ def test_rate_limits_retry_and_broken_replies_become_adapter_errors(
         assert out["v002"]["usage"] is None  # nothing billed
         assert _doc(pytester.path / "e.json")["metrics"]["tokens_prompt"] == 40 + 12
         for qid, text in (
-            ("v002", "malformed response from the endpoint: not JSON: '<html>gateway hiccup"),
+            ("v002", f"malformed response from the endpoint {stub.url}: not JSON: '<html>gat"),
             ("v003", "malformed response from the endpoint: no choices"),
             ("v004", "the model returned an empty reply"),
         ):

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_heron.board.leaderboard import board_grade
 from pytest_heron.scoring import metrics, similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
 
@@ -62,7 +63,10 @@ def test_pass_at_k_rejects_impossible_counts() -> None:
 def test_grade_formula() -> None:
     assert metrics.grade(100.0, 100.0, None, 0, 10, 0.1) == 100.0
     got = metrics.grade(50.0, 40.0, 10000.0, 2, 10, 10.0)
-    assert got == pytest.approx(0.45 * 50 + 0.20 * 40 + 0.15 * 50 + 0.10 * 80 + 0.10 * 50)
+    answered = 1 - 2 / 10  # thrift and speed count as far as answers ran
+    expected = 0.45 * 50 + 0.20 * 40 + 0.10 * 80 + answered * (0.15 * 50 + 0.10 * 50)
+    assert got == pytest.approx(expected)
+    assert metrics.grade(0.0, None, None, 10, 10, 0.001) == 0.0  # nothing ran: 0, not 25
     assert metrics.grade(None, None, None, 0, 0, None) is None
 
 
@@ -198,3 +202,40 @@ def test_the_grade_is_at_most_100_whatever_the_parts(
 ) -> None:
     value = metrics.grade(ex, ves, tokens, min(errors, n), n, latency)
     assert value is not None and 0.0 <= value <= 100.0
+
+
+@settings(deadline=None)
+@given(
+    n=st.integers(1, 200),
+    tokens=st.one_of(st.none(), st.floats(0, 1e6)),
+    latency=st.one_of(st.none(), st.floats(0, 1e3)),
+)
+def test_a_run_with_no_answers_grades_zero(
+    n: int, tokens: float | None, latency: float | None
+) -> None:
+    """Every question an error: however cheap and fast the failures, the Grade is 0 (it was 25
+    when thrift and speed counted without answers), on a leaderboard too."""
+    assert metrics.grade(0.0, None, tokens, n, n, latency) == 0.0
+    reproduced = {"ex_multistate": 0.0, "tokens_per_q": tokens, "latency_s_median": latency}
+    assert board_grade({**reproduced, "errors": n}, n, 5000.0, 1.0) == 0.0
+
+
+@given(
+    ex=st.floats(0, 100),
+    errors=st.integers(0, 50),
+    tokens=st.floats(1, 1e5),
+    latency=st.floats(0.01, 100),
+)
+def test_thrift_and_speed_count_as_far_as_answers_ran(
+    ex: float, errors: int, tokens: float, latency: float
+) -> None:
+    n = 50
+    answered = 1 - errors / n
+    economy = 100 * min(1.0, 5000 / tokens)
+    speed = 100 * min(1.0, 5 / latency)
+    expected = (
+        0.45 * ex + 0.20 * ex + 0.10 * 100 * answered + answered * (0.15 * economy + 0.10 * speed)
+    )
+    got = metrics.grade(ex, None, tokens, errors, n, latency)
+    assert got == pytest.approx(expected, abs=1e-3)
+    assert got is not None and got <= 100.0

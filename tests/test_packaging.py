@@ -105,7 +105,8 @@ def test_the_core_runs_without_the_optional_packages() -> None:
         "big_equal": True,
         "big_unequal": False,
         "bm25": ["core.tenants"],
-        "docker": "the docker Python package is not installed (it comes with testcontainers)",
+        "docker": "the docker back end needs the docker extra: pip install 'pytest-heron[docker]' "
+        "(from a clone: pip install '.[docker]')",
         "auto": "embedded",
         "loaded": [],
     }

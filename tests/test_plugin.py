@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import subprocess
 import sys
@@ -295,6 +297,31 @@ def test_wrong_answers_fail_with_a_readable_difference(pytester: pytest.Pytester
     assert kinds == {"v001": None, "v002": "rejected", "v003": "invalid_prediction"}
 
 
+def test_set_ex_and_failure_modes_cross_xdist(pytester: pytest.Pytester) -> None:
+    # v001 returns gold's rows out of gold's ORDER BY: wrong as EX, right as a set (BIRD's
+    # count); v002 is rejected (a syntax failure), v003 returns nothing usable (neither mode)
+    private = _private(pytester)
+    pytester.makepyfile(myadapters=ADAPTERS)
+    result = pytester.runpytest_subprocess(
+        "--heron-adapter=myadapters:Wrong",
+        f"--heron-questions={private}",
+        "--heron-output=w.json",
+        "-n",
+        "2",
+        *FAST,
+    )
+    result.assert_outcomes(failed=3)
+    result.stdout.fnmatch_lines(
+        ["*set-EX (rows as sets, BIRD's count; not EX): multi-state 33.3%*syntax 1, semantic 1*"]
+    )
+    doc = _results(pytester.path / "w.json")
+    m = doc["metrics"]
+    assert (m["ex_multistate"], m["ex_multistate_set"]) == (0.0, 33.3333)
+    assert (m["failures_syntax"], m["failures_semantic"], m["ex_all_k"]) == (1, 1, None)
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["v001"]["correct_set"] is True and by_id["v002"]["correct_set"] is False
+
+
 def test_crash_and_hang_cost_only_their_question(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     pytester.makepyfile(myadapters=ADAPTERS)
@@ -490,15 +517,24 @@ def test_report_folder_is_self_contained(pytester: pytest.Pytester) -> None:
     folder = pytester.path / "rep"
     doc = _results(folder / "results.json")
     assert doc["metrics"]["ex_multistate"] == 0.0
-    lines = (folder / "questions.csv").read_text().splitlines()
+    rows = list(csv.reader(io.StringIO((folder / "questions.csv").read_text())))
+    assert rows[0] == list(CSV_COLUMNS) and rows[0][:2] == ["id", "correct"] and len(rows) == 4
+    by_id = {r[0]: dict(zip(rows[0], r, strict=True)) for r in rows[1:]}
+    assert by_id["v001"]["question"].startswith("Which numbers from one to three")
     assert (
-        lines[0] == ",".join(CSV_COLUMNS) and lines[0].startswith("id,correct,") and len(lines) == 4
+        by_id["v001"]["gold_sql"]
+        == "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x"
     )
+    assert by_id["v001"]["reason"] and by_id["v002"]["error_kind"] == "rejected"
     page = (folder / "report.html").read_text()
-    assert "multi-state EX@1 0.0% over n=3" in page and "adapter=myadapters:Wrong" in page
-    assert page.count("<svg") >= 4  # EX by shape, retrieval, trap, join width; error kinds
+    assert 'id="headline-ex">0.0%' in page and "n=3 questions" in page
+    assert "adapter=myadapters:Wrong" in page
+    assert page.count("<svg") >= 5  # EX by shape, retrieval, trap, join width; error kinds
     assert "rejected" in page and "invalid_prediction" in page
-    assert "http://" not in page and "https://" not in page and "<script" not in page
+    assert "http://" not in page and "https://" not in page
+    assert (folder / "questions" / "v001.html").is_file() and (
+        folder / "schema" / "crm.html"
+    ).is_file()
 
 
 SAMPLED = (

@@ -1,17 +1,277 @@
-"""The README's Quick start is two commands, and CI runs the second one verbatim."""
+"""The README's commands are test data: every shell command in it is either run here (cheaply:
+at tiny scale, or only parsed where running it would take too long or needs what a test machine
+has not) or listed in :data:`NOT_RUN` with the reason, and a new command that is neither fails.
+
+Shell commands live in fenced ``sh`` blocks; every other fenced block says what it is (``text``,
+``sql``, ``python``, ``yaml``), and the README has no indented code blocks, so nothing that looks
+like a command escapes this test."""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+
+from pytest_heron.cli import build_parser
+from pytest_heron.options import OPTIONS
+
+pytest_plugins = ["pytester"]
+
 ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+BIN = Path(sys.executable).parent
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+LANGUAGES = {"sh", "text", "sql", "python", "yaml"}
+
+# command -> the test that runs it for real (below, or elsewhere at tiny scale)
+RUN = {
+    "heron ddl --layout citus > heron_citus.sql": "test_cheap_commands_run",
+    "heron seed --scale tiny --seed 42": "test_cheap_commands_run",
+    "heron checksum --scale tiny --seed 42": "test_cheap_commands_run",
+}
+# command -> why this test does not run it (each is parsed: test_every_command_parses)
+NOT_RUN = {
+    (
+        "python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/pytest "
+        "--heron-adapter=gold -n 2"
+    ): (
+        "a fresh venv and install (minutes); its benchmark part runs at tiny scale in "
+        "test_plugin.py::test_gold_scores_100_on_builtin_questions_and_xdist_agrees"
+    ),
+    (
+        "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && "
+        ".venv/bin/python -m pytest"
+    ): "the whole test suite: .ci/run runs it verbatim (test_ci_runs_the_readme_test_command)",
+    (
+        'heron seed --scale bench --seed 42 --dsn "postgresql://user:pw@dbhost/postgres" --jobs 8'
+    ): "bench scale (19 GB) on the reader's server; heron seed runs here at tiny",
+    (
+        "pytest --heron-adapter=gold --heron-scale=bench "
+        '--heron-dsn "postgresql://user:pw@dbhost/postgres"'
+    ): "bench scale on the reader's server; gold runs at tiny in test_plugin.py",
+    (
+        "heron seed --layout citus --scale bench --seed 42 --database heron_bench "
+        '--dsn "postgresql://user:pw@coordinator-host/postgres" --jobs 8'
+    ): (
+        "needs a Citus cluster (none here); the citus layout seeds without distribution in "
+        "test_citus.py"
+    ),
+    "export OPENAI_API_KEY=sk-...": "a placeholder key",
+    (
+        "pytest --heron-adapter=raw-llm --heron-endpoint=https://api.openai.com/v1 "
+        "--heron-model=gpt-4o-mini --heron-strategy=few-shot --heron-output=runs/4o-mini.json"
+    ): (
+        "needs a provider key and the network; raw-llm runs against a local endpoint in "
+        "test_llm_adapters.py"
+    ),
+    "pytest --heron-adapter=mypkg.sql:MyAdapter --heron-save --heron-compare-fail=ex:2": (
+        "mypkg is the reader's package; the same options run in test_saved_runs.py"
+    ),
+    "heron seed --scale small --seed 42 --dsn postgresql://user@host/postgres --jobs 2": (
+        "a placeholder server"
+    ),
+    (
+        "pytest --heron-adapter=NAME --heron-protocol board/protocol.yaml "
+        "--heron-model gpt-4o-mini --heron-output results.json"
+    ): "NAME is the reader's adapter; a protocol run is in test_submissions.py",
+    (
+        'heron submit results.json --name my-tool --approach "one line" '
+        "--contact you@example.org --link https://..."
+    ): "needs a protocol run's results; heron submit runs in test_submissions.py",
+    "pytest --heron-adapter=gold --heron-output=runs/gold.json": (
+        "the small scale's three states (minutes); gold runs at tiny in test_plugin.py and "
+        "feeds a site in test_site.py::test_heron_site_on_two_plugin_runs"
+    ),
+    "heron site --board board --runs runs --out site": (
+        "needs the run above; the same command on the committed board and tiny runs is "
+        "test_site.py::test_heron_site_command_builds_board_runs_and_compare"
+    ),
+    "heron runner --out runner": (
+        "fetches PGlite with npm and writes the tiny state (about 30 s); the same build runs in "
+        "test_browser_state.py::test_the_runner_build_is_deterministic"
+    ),
+    "python3 -m http.server -d runner 8000": (
+        "serves until stopped; test_browser_runner.py serves the built folder the same way on "
+        "127.0.0.1 and drives the page in headless Chromium"
+    ),
+    "heron verify-submission submissions/my-tool": (
+        "builds four small states (minutes); the verifier runs in test_submissions.py"
+    ),
+}
+
+
+def _blocks() -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(README)]
+
+
+def _commands() -> list[str]:
+    """Every command of the ``sh`` blocks: continuation lines joined, comments dropped."""
+    commands = []
+    for language, body in _blocks():
+        if language != "sh":
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words:
+                commands.append(shlex.join(words).replace("'>'", ">"))
+    return commands
+
+
+def _normal(command: str) -> str:
+    return shlex.join(shlex.split(command)).replace("'>'", ">")
+
+
+def test_every_fenced_block_says_what_it_is_and_none_is_indented() -> None:
+    assert {language for language, _ in _blocks()} <= LANGUAGES
+    outside = FENCE.sub("", README).splitlines()
+    indented = [
+        line
+        for before, line in itertools.pairwise(outside)
+        if not before.strip() and line.startswith("    ")
+    ]
+    assert indented == [], "use a fenced sh or text block, not an indented one"
+
+
+def test_every_readme_command_is_run_or_listed_with_a_reason() -> None:
+    known = {_normal(c) for c in [*RUN, *NOT_RUN]}
+    found = set(_commands())
+    assert sorted(found - known) == [], "a README command no test runs or lists"
+    assert sorted(known - found) == [], "a listed command is no longer in the README"
+
+
+def test_every_command_parses() -> None:
+    """heron commands are accepted by the heron parser; every --heron-* option of a pytest
+    command exists."""
+    names = {f"--{o.name}" for o in OPTIONS}
+    parser = build_parser()
+    for command in _commands():
+        words = shlex.split(command)
+        parts: list[list[str]] = [[]]
+        for word in words:
+            if word == "&&":
+                parts.append([])
+            else:
+                parts[-1].append(word)
+        for part in parts:
+            part = part[: part.index(">")] if ">" in part else part
+            tool = Path(part[0]).name
+            if tool == "heron":
+                parser.parse_args(part[1:])
+            if tool == "pytest" or part[1:3] == ["-m", "pytest"]:
+                used = {w.split("=")[0] for w in part if w.startswith("--heron-")}
+                assert used <= names, (command, used - names)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def test_cheap_commands_run(tmp_path: Path) -> None:
+    done = {}
+    for command in RUN:
+        assert RUN[command] == "test_cheap_commands_run"
+        result = subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, (command, result.stderr[-2000:])
+        done[command] = result.stdout
+    assert "create_distributed_table" in (tmp_path / "heron_citus.sql").read_text()
+    seeded = json.loads(done["heron seed --scale tiny --seed 42"].strip().splitlines()[-1])
+    assert seeded["tables"] == 211 and seeded["database"].startswith("heron_tiny_42_")
+    total = done["heron checksum --scale tiny --seed 42"].strip().splitlines()[-1]
+    assert re.fullmatch(r"total\t\d+\t[0-9a-f]{64}", total)
+
+
+def _private_example() -> str:
+    (yaml,) = [body for language, body in _blocks() if language == "yaml"]
+    return yaml
+
+
+def test_the_private_question_example_fails_a_constant(pytester: pytest.Pytester) -> None:
+    folder = pytester.mkdir("mine")
+    (folder / "set.yaml").write_text(_private_example())
+    (pytester.path / "zero.jsonl").write_text('{"id": "p001", "sql": "SELECT 0"}\n')
+    fast = ["--heron-scale=tiny", "--heron-states=2", "-p", "no:cacheprovider"]
+    gold = pytester.runpytest_subprocess(
+        "--heron-adapter=gold", f"--heron-questions={folder}", *fast
+    )
+    gold.assert_outcomes(passed=1)
+    zero = pytester.runpytest_subprocess(
+        "--heron-adapter=file",
+        "--heron-predictions=zero.jsonl",
+        f"--heron-questions={folder}",
+        *fast,
+    )
+    zero.assert_outcomes(failed=1)
+
+
+ADAPTER = """
+class Mine:
+    name = "mine"
+
+    def prepare(self, ctx):
+        pass
+
+    def generate(self, q):
+        return "SELECT x FROM (VALUES (1), (3)) AS t(x) ORDER BY x"
+"""
+ONE = """\
+- id: v001
+  question: Which numbers from one to three are odd, in order?
+  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
+  gold_tables: []
+  shape: single
+  retrieval: named
+"""
+
+
+def test_plain_pytest_finds_module_class_in_the_rootdir(pytester: pytest.Pytester) -> None:
+    """``pytest`` (the script, not ``python -m pytest``) does not put the current folder on
+    sys.path; ``module:Class`` still finds ``mine_adapter.py`` there."""
+    (pytester.path / "mine_adapter.py").write_text(ADAPTER)
+    (pytester.path / "q").mkdir()
+    (pytester.path / "q" / "set.yaml").write_text(ONE)
+    (pytester.path / "pytest.ini").write_text("[pytest]\n")
+    sub = pytester.path / "sub"  # run from below the rootdir: found there too
+    sub.mkdir()
+    for cwd in (pytester.path, sub):
+        result = subprocess.run(
+            [
+                str(BIN / "pytest"),
+                "--heron-adapter=mine_adapter:Mine",
+                f"--heron-questions={pytester.path / 'q'}",
+                "--heron-scale=tiny",
+                "--heron-states=1",
+                "-p",
+                "no:cacheprovider",
+            ],
+            cwd=cwd,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        assert "1 passed" in result.stdout
 
 
 def _quick_start() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    block = re.search(r"^## Quick start\n.*?^```\n(.*?)^```", text, re.S | re.M)
-    assert block, "README.md has no '## Quick start' section with a fenced block"
+    block = re.search(r"^## Quick start\n.*?^```sh\n(.*?)^```", README, re.S | re.M)
+    assert block, "README.md has no '## Quick start' section with a fenced sh block"
     return [line for line in block.group(1).splitlines() if line.strip()]
 
 
@@ -23,3 +283,7 @@ def test_quick_start_has_exactly_two_commands() -> None:
 
 def test_ci_runs_the_readme_test_command() -> None:
     assert _quick_start()[1] in (ROOT / ".ci" / "run").read_text()
+
+
+def test_readme_says_how_long_the_suite_takes_and_how_to_split_it() -> None:
+    assert "10-30 minutes on 2 cores" in README and "-n auto" in README

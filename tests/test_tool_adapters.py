@@ -117,6 +117,53 @@ def test_lexical_index_is_deterministic_and_ranks_the_named_table() -> None:
     assert ix.top("zzzz qqqq", 5) == []
 
 
+def test_proxy_keeps_quiet_when_the_tool_gives_up_and_classifies_out_of_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A tool that gives up on a slow request leaves no broken-pipe traceback behind (it would
+    show under the next question), and the question's running out of time is a timeout."""
+    import threading
+    import time
+
+    import openai
+
+    from pytest_heron.errors import OutOfTime
+    from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
+
+    answered = threading.Event()
+
+    def slow(_body: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(1.0)
+        answered.set()
+        return completion("a", prompt_tokens=5)
+
+    with ChatStub(slow) as stub:
+        config = LLMConfig(endpoint=stub.url, model="m", max_attempts=1)
+        proxy = LLMProxy(ChatClient(config, adapter="t", cache=ResponseCache(tmp_path / "c")))
+        try:
+            impatient = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0, timeout=0.2)
+            proxy.record("q1", timeout_s=30)
+            with pytest.raises(openai.APITimeoutError):
+                impatient.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "x"}]
+                )
+            assert answered.wait(20)
+            time.sleep(0.5)  # the proxy writes its late reply to the closed connection
+            late = proxy.record("q2", timeout_s=0.3)
+            client = openai.OpenAI(base_url=proxy.url, api_key="k", max_retries=0)
+            with pytest.raises(openai.BadRequestError, match="LLMTimeout"):
+                client.chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "y"}]
+                )
+        finally:
+            proxy.close()
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    with pytest.raises(OutOfTime, match="tool: the LLM call failed: LLMTimeout") as info:
+        late.check("tool")
+    assert isinstance(info.value, TimeoutError)
+
+
 def test_proxy_goes_through_the_llm_layer_cache_and_meter(tmp_path: Path) -> None:
     import openai
 
@@ -566,13 +613,13 @@ def test_a_missing_extra_fails_prepare_with_the_pip_command() -> None:
         assert out[name].endswith(f"install it with: pip install 'pytest-heron[{name}]'")
 
 
-def test_a_missing_extra_reaches_the_results_file(
+def test_a_missing_extra_is_one_usage_error_before_the_first_question(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
     folder = pytester.mkdir("private")
     (folder / "set.yaml").write_text(PRIVATE)
-    # sitecustomize (the folder is on PYTHONPATH): the adapter's own process is blocked too
+    # sitecustomize (the folder is on PYTHONPATH): the pytest process cannot import vanna
     (pytester.path / "sitecustomize.py").write_text(BLOCKER.format(blocked=["vanna"]))
     result = pytester.runpytest_subprocess(
         "--heron-adapter=vanna",
@@ -585,13 +632,11 @@ def test_a_missing_extra_reaches_the_results_file(
         "-p",
         "no:cacheprovider",
     )
-    assert result.ret != 0
-    doc = json.loads((pytester.path / "out.json").read_text())
-    errors = {q["error"] for q in doc["questions"]}
-    assert len(errors) == 1
-    (error,) = errors
-    assert error.startswith("the adapter failed to prepare: AdapterError: the vanna adapter")
-    assert error.endswith("install it with: pip install 'pytest-heron[vanna]'")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert not (pytester.path / "out.json").exists()
+    err = result.stderr.str()
+    assert "the vanna adapter needs the 'vanna' extra (missing: vanna)" in err
+    assert "pip install '.[vanna]' from a clone, or pip install 'pytest-heron[vanna]'" in err
 
 
 def test_doctests_of_the_tool_modules() -> None:

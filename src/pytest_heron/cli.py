@@ -1,5 +1,5 @@
 """The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``runner``, ``compare``, ``recall``,
-``submit``, ``verify-submission`` and ``leaderboard``."""
+``submit``, ``verify-submission``, ``leaderboard`` and ``site``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,75 +102,20 @@ def _checksum(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.1f}%"
-
-
 def _compare(args: argparse.Namespace) -> int:
     """Two runs side by side, paired question by question. Exit status: 0, or 1 when B's
     multi-state EX is more than ``--max-drop`` points below A's, or 2 when the runs' conditions
     differ and ``--strict`` is given (or a file cannot be read)."""
-    from pytest_heron.results.document import Results, read_results
-    from pytest_heron.scoring.metrics import mcnemar_exact
+    from pytest_heron.results.comparison import compare_runs
+    from pytest_heron.results.document import read_results
 
-    runs = [read_results(Path(path)) for path in (args.a, args.b)]
-    first, second = runs
-
-    def row(label: str, show: Callable[[Results], str]) -> str:
-        return f"{label:<28}{show(first):<36}{show(second)}"
-
-    print(row("", lambda r: "A" if r is first else "B"))
-    print(row("file", lambda r: args.a if r is first else args.b))
-    print(row("adapter", lambda r: f"{r.conditions.adapter} {r.conditions.adapter_version or ''}"))
-    print(row("model", lambda r: r.conditions.model or "n/a"))
-    print(row("scale, seeds", lambda r: f"{r.conditions.scale} {_seeds(r)}"))
-    print(row("data version", lambda r: r.conditions.data_version or "n/a"))
-    print(
-        row(
-            "questions (digest)",
-            lambda r: f"{len(r.outcomes)} ({r.conditions.questions_digest or 'n/a'})",
-        )
-    )
-    print(row("multi-state EX@1", lambda r: _pct(r.metrics.ex_multistate)))
-    print(row("EX@1 (first state)", lambda r: _pct(r.metrics.ex1)))
-    print(row("Soft-F1", lambda r: _pct(r.metrics.soft_f1)))
-    print(row("errors", lambda r: str(r.metrics.errors)))
-    print(row("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"))
-
-    mismatched = [
-        name
-        for name, of in (
-            ("scale", lambda r: r.conditions.scale),
-            ("seeds", lambda r: r.conditions.seeds),
-            ("data version", lambda r: r.conditions.data_version),
-            ("question set", lambda r: sorted(o.id for o in r.outcomes)),
-            ("question digest", lambda r: r.conditions.questions_digest),
-        )
-        if of(first) != of(second)
-    ]
-    a = {o.id: o.correct for o in first.outcomes}
-    b = {o.id: o.correct for o in second.outcomes}
-    common = sorted(set(a) & set(b))
-    if not common:
-        raise HeronError("the two results files have no question in common")
-    wins = [q for q in common if a[q] and not b[q]]
-    losses = [q for q in common if b[q] and not a[q]]
-    ties = len(common) - len(wins) - len(losses)
-    print()
-    print(
-        f"questions compared: {len(common)} (only in A: {len(set(a) - set(b))},"
-        f" only in B: {len(set(b) - set(a))})"
-    )
-    print(f"A right, B wrong (wins): {len(wins)} {' '.join(wins)}".rstrip())
-    print(f"B right, A wrong (losses): {len(losses)} {' '.join(losses)}".rstrip())
-    print(f"ties (both right or both wrong): {ties}")
-    print(f"McNemar exact p = {mcnemar_exact(len(wins), len(losses)):.4g}")
-    if mismatched:
-        what = ", ".join(mismatched)
-        print(
-            f"warning: the runs differ in {what}: their numbers are not comparable as they stand",
-            file=sys.stderr,
-        )
+    first, second = (read_results(Path(path)) for path in (args.a, args.b))
+    comparison = compare_runs(first, second, args.a, args.b)
+    for line in comparison.lines():
+        print(line)
+    warning = comparison.warning()
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
         if args.strict:
             print("heron: refusing (--strict)", file=sys.stderr)
             return 2
@@ -183,10 +128,6 @@ def _compare(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
-
-
-def _seeds(r: Any) -> str:
-    return ",".join(str(s) for s in r.conditions.seeds)
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -207,8 +148,18 @@ def _recall(args: argparse.Namespace) -> int:
     from pytest_heron.systems.retrieval.rankers import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
-    built = ranker(args.method)
-    rows = recall_table(questions, rank_questions(built, questions), args.k)
+    if args.method == "embedding":  # minutes on a small machine: show progress
+        from pytest_heron.progress import Steps
+        from pytest_heron.systems.retrieval.rankers import build_ranker, table_docs
+
+        docs = table_docs()
+        with Steps("embedding tables and questions", 2 * len(docs) + len(questions)) as steps:
+            built = build_ranker("embedding", docs, steps.advance)
+            rankings = rank_questions(built, questions, steps.advance)
+    else:
+        built = ranker(args.method)
+        rankings = rank_questions(built, questions)
+    rows = recall_table(questions, rankings, args.k)
     conditions = {
         "method": args.method,
         "model": {
@@ -317,6 +268,33 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _site(args: argparse.Namespace) -> int:
+    from pytest_heron.site.build import build_site
+    from pytest_heron.site.gold import gold_rows_on_state
+
+    if args.board is None and not args.runs:
+        raise HeronError("heron site: give --board DIR, --runs DIR|FILE ..., or both")
+    gold = None
+    if args.database:
+
+        def gold(questions: Any, runs: Any) -> Any:
+            first = runs[0].results.conditions if runs else None
+            scale = args.scale or (first.scale if first else "small")
+            seed = args.seed if args.seed is not None else (first.seeds[0] if first else 42)
+            return gold_rows_on_state(questions, scale, seed, args.dsn, _say)
+
+    written = build_site(
+        Path(args.out),
+        board=None if args.board is None else Path(args.board),
+        runs=[Path(p) for p in args.runs],
+        questions=None if args.questions is None else Path(args.questions),
+        gold=gold,
+    )
+    _say(f"wrote {len(written)} pages; open {Path(args.out) / 'index.html'}")
+    print(Path(args.out) / "index.html")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -421,6 +399,36 @@ def build_parser() -> argparse.ArgumentParser:
     board.add_argument("--out", default="board", help="(default: board)")
     board.add_argument("--check", action="store_true", help="exit 1 when the files in --out differ")
     board.set_defaults(func=_leaderboard)
+
+    site = sub.add_parser("site", help="a static results site: board, runs, questions, schema")
+    site.add_argument("--board", help="the board folder with leaderboard.json (default: none)")
+    site.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        metavar="DIR|FILE",
+        help="results files, or folders of them (*.json, */results.json) (default: none)",
+    )
+    site.add_argument("--out", required=True, help="the folder to write the site into")
+    site.add_argument("--questions", help="a folder of question files (default: the built-in set)")
+    site.add_argument(
+        "--database",
+        action="store_true",
+        help="run gold on the first state to show its first rows (the embedded server or "
+        "--dsn; the state is built when missing) (default: not computed)",
+    )
+    site.add_argument("--dsn", help="with --database: the PostgreSQL server (default: embedded)")
+    site.add_argument(
+        "--scale",
+        choices=SCALES,
+        help="with --database: the state's scale (default: the first run's, else small)",
+    )
+    site.add_argument(
+        "--seed",
+        type=int,
+        help="with --database: the state's seed (default: the first run's first seed, else 42)",
+    )
+    site.set_defaults(func=_site)
     return parser
 
 

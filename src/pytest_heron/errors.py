@@ -62,6 +62,27 @@ class InvalidPrediction(AdapterError):
     """An adapter returned something that is not a usable prediction (``invalid_prediction``)."""
 
 
+class OutOfTime(AdapterError, TimeoutError):
+    """An adapter ran out of the question's time (``adapter_timeout``). Being a TimeoutError too,
+    it is classified like the harness's own deadline and like a plain TimeoutError raised by an
+    adapter: every adapter's "out of time" is one kind."""
+
+
+def adapter_failure_kind(exc: BaseException) -> ErrorKind:
+    """The one classification of an adapter's exception: any TimeoutError (an
+    :class:`OutOfTime` included) is ``adapter_timeout``; an InvalidPrediction is
+    ``invalid_prediction``; anything else ``adapter_error``.
+
+    >>> adapter_failure_kind(OutOfTime("out of time")), adapter_failure_kind(AdapterError("x"))
+    (<ErrorKind.ADAPTER_TIMEOUT: 'adapter_timeout'>, <ErrorKind.ADAPTER_ERROR: 'adapter_error'>)
+    """
+    if isinstance(exc, TimeoutError):
+        return ErrorKind.ADAPTER_TIMEOUT
+    if isinstance(exc, InvalidPrediction):
+        return ErrorKind.INVALID_PREDICTION
+    return ErrorKind.ADAPTER_ERROR
+
+
 class ResultsFileError(HeronError):
     """A results file, journal record or submission file is not what it claims to be; the
     message names the record and the field."""

@@ -19,6 +19,7 @@ from pytest_heron.errors import ConfigError
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
+AGENT_MODES = ("tools", "grammar")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class Option:
     help: str
     metavar: str = "VALUE"
     flag: bool = False  # a switch on the command line; "true"/"false" in the ini file
+    optional_value: bool = False  # ``--x`` alone or ``--x=VALUE``; ini: true, false or VALUE
 
     @property
     def dest(self) -> str:
@@ -43,7 +45,7 @@ OPTIONS: tuple[Option, ...] = (
         "heron-adapter",
         None,
         "run the benchmark with this adapter: an entry-point name, "
-        "module:Class, or 'cli' (default: off)",
+        "module:Class, 'cli', or 'file' (with --heron-predictions) (default: off)",
         "NAME",
     ),
     Option(
@@ -107,6 +109,21 @@ OPTIONS: tuple[Option, ...] = (
         "NAME",
     ),
     Option(
+        "heron-max-tokens",
+        "2048",
+        "most tokens an LLM adapter lets the model write per reply, sent as max_tokens; 0 sends "
+        "none (default: 2048)",
+        "N",
+    ),
+    Option(
+        "heron-agent-mode",
+        "tools",
+        "how the agent adapter's model acts: tools (OpenAI tool calls) or grammar (each reply a "
+        "JSON object constrained by response_format json_schema, for endpoints without tool "
+        "calls) (default: tools)",
+        "MODE",
+    ),
+    Option(
         "heron-cache",
         None,
         "folder of the LLM response cache (record/replay; file llm-cache.sqlite3) "
@@ -142,6 +159,37 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
     ),
     Option(
+        "heron-predictions",
+        None,
+        "with --heron-adapter=file: a JSON-lines file of predictions, one "
+        '{"id": ..., "sql": ...} per question (default: none)',
+        "FILE",
+    ),
+    Option(
+        "heron-save",
+        None,
+        "keep this run's results under .heron/runs/ in the rootdir, stamped with the machine "
+        "and git commit, as NNNN_NAME.json (NAME: adapter and commit) (default: off)",
+        "NAME",
+        optional_value=True,
+    ),
+    Option(
+        "heron-compare",
+        None,
+        "at the end, compare this run question by question with a saved run: its number, "
+        "its name, or a results file (alone: the newest saved run) (default: off)",
+        "RUN",
+        optional_value=True,
+    ),
+    Option(
+        "heron-compare-fail",
+        None,
+        "fail the session when a metric falls by more than POINTS against --heron-compare's "
+        "run: KEY:POINTS[,...], KEY one of ex, ex1, soft_f1, superset, ves, grade; implies "
+        "--heron-compare (default: none)",
+        "KEY:POINTS",
+    ),
+    Option(
         "heron-protocol",
         None,
         "a board protocol file (board/protocol.yaml): the run refuses to start when its scale, "
@@ -150,6 +198,9 @@ OPTIONS: tuple[Option, ...] = (
         "PATH",
     ),
 )
+
+
+OPTIONAL_ALONE = "\x00alone"  # what ``--heron-save`` without a value stores
 
 
 @dataclass(frozen=True)
@@ -174,12 +225,18 @@ class Settings:
     temperature: float = 0.0
     samples: int = 1
     strategy: str = "zero-shot"
+    max_tokens: int | None = 2048
+    agent_mode: str = "tools"
     cache: Path | None = None
     offline: bool = False
     prices: Path | None = None
     resume: bool = False
     in_process: bool = False
     protocol: Path | None = None
+    predictions: Path | None = None
+    save: str | None = None  # None: off; "": a name from the adapter and the commit
+    compare: str | None = None  # None: off; "": the newest saved run
+    compare_fail: tuple[tuple[str, float], ...] = ()
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -190,7 +247,17 @@ def register(parser: Any) -> None:
     """Add the option group and the ini twins to a pytest parser."""
     group = parser.getgroup("heron", "pytest-heron text-to-SQL benchmark")
     for opt in OPTIONS:
-        if opt.flag:
+        if opt.optional_value:
+            group.addoption(
+                f"--{opt.name}",
+                dest=opt.dest,
+                nargs="?",
+                const=OPTIONAL_ALONE,
+                default=None,
+                metavar=opt.metavar,
+                help=opt.help,
+            )
+        elif opt.flag:
             group.addoption(
                 f"--{opt.name}",
                 dest=opt.dest,
@@ -245,6 +312,27 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
     backend = _choice("heron-backend", raw["heron-backend"], BACKENDS)
     if _flag("heron-resume", raw["heron-resume"]) and not output:
         raise ConfigError("--heron-resume needs --heron-output (the journal lives beside it)")
+    save = _optional_value("heron-save", raw["heron-save"])
+    if save:
+        from pytest_heron.results.saved import check_name
+
+        check_name(save)
+    compare = _optional_value("heron-compare", raw["heron-compare"])
+    compare_fail: tuple[tuple[str, float], ...] = ()
+    if raw["heron-compare-fail"]:
+        from pytest_heron.results.comparison import parse_fail
+
+        compare_fail = tuple(parse_fail(str(raw["heron-compare-fail"])).items())
+        if compare is None:
+            compare = ""  # the newest saved run
+    predictions = raw["heron-predictions"]
+    if raw["heron-adapter"] == "file" and not predictions:
+        raise ConfigError(
+            "--heron-adapter=file needs --heron-predictions=FILE.jsonl (one "
+            '{"id": ..., "sql": ...} per line)'
+        )
+    if predictions and raw["heron-adapter"] != "file":
+        raise ConfigError("--heron-predictions is read only with --heron-adapter=file")
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -268,12 +356,18 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
         samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
         strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
+        max_tokens=_number("heron-max-tokens", raw["heron-max-tokens"], int, minimum=0) or None,
+        agent_mode=_choice("heron-agent-mode", raw["heron-agent-mode"], AGENT_MODES),
         cache=_absolute(raw["heron-cache"]),
         offline=_flag("heron-offline", raw["heron-offline"]),
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
         in_process=_flag("heron-in-process", raw["heron-in-process"]),
         protocol=_absolute(raw["heron-protocol"]),
+        predictions=_absolute(predictions),
+        save=save,
+        compare=compare,
+        compare_fail=compare_fail,
     )
 
 
@@ -284,6 +378,19 @@ def _flag(name: str, value: Any) -> bool:
     if text in ("0", "false", "no", "off"):
         return False
     raise ConfigError(f"--{name}: expected true or false, got {value!r}")
+
+
+def _optional_value(name: str, value: Any) -> str | None:
+    """An option that may be given alone or with a value: None when off, "" when alone (or
+    true in the ini file), else the value."""
+    if value is None or value is False:
+        return None
+    text = str(value).strip()
+    if value == OPTIONAL_ALONE or text.lower() in ("1", "true", "yes", "on"):
+        return ""
+    if text.lower() in ("", "0", "false", "no", "off"):
+        return None
+    return text
 
 
 def _absolute(value: Any) -> Path | None:

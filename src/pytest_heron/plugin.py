@@ -52,7 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = options.resolve(config.getoption, config.getini)
         run = HeronRun(
-            settings, hook=lambda n: config.hook.pytest_heron_make_adapter(config=config, name=n)
+            settings,
+            hook=lambda n: config.hook.pytest_heron_make_adapter(config=config, name=n),
+            rootdir=config.rootpath,
         )
     except HeronError as exc:
         raise pytest.UsageError(f"pytest-heron: {exc}") from None
@@ -160,6 +162,8 @@ class HeronPlugin:
             ex = doc.metrics.ex_multistate or 0.0
             if ex < minimum:
                 session.testsfailed += 1
+        if self.run.compare_failures:
+            session.testsfailed += 1
         return result
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -192,8 +196,37 @@ class HeronPlugin:
             )
         if self.run.settings.output is not None:
             tr.write_line(f"results written to {self.run.settings.output}")
+        self._compared(tr)
         if self.run.settings.report is not None:
             tr.write_line(f"report written to {self.run.settings.report}/report.html")
+
+    def _compared(self, tr: Any) -> None:
+        """What --heron-save and --heron-compare did (after the summary)."""
+        run = self.run
+        if run.saved is not None:
+            tr.write_line(f"run saved as {run.saved}")
+        if run.settings.compare is None:
+            return
+        if run.compare_error is not None:
+            tr.write_line(f"--heron-compare: {run.compare_error}", red=bool(run.compare_failures))
+            return
+        if run.comparison is None:
+            tr.write_line(
+                "--heron-compare: no saved run to compare with yet (save one with --heron-save)",
+                yellow=True,
+            )
+            return
+        tr.write_sep("-", f"heron compare: {run.comparison.a_name} (A) against this run (B)")
+        for line in run.comparison.lines():
+            tr.write_line(line)
+        warning = run.comparison.warning()
+        if warning:
+            tr.write_line(f"warning: {warning}", yellow=True)
+        for failure in run.compare_failures:
+            tr.write_line(f"--heron-compare-fail: {failure} -> FAILED", red=True)
+        if run.settings.compare_fail and not run.compare_failures:
+            limits = ",".join(f"{k}:{v:g}" for k, v in run.settings.compare_fail)
+            tr.write_line(f"--heron-compare-fail={limits}: passed", green=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.run.stop()  # the adapter's process (every process), the server (the controller)

@@ -18,9 +18,11 @@ import datetime as dt
 import hashlib
 import os
 import platform
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -33,16 +35,21 @@ from pytest_heron.dataset.questions import GoldQuestion, load_questions
 from pytest_heron.errors import AdapterError, ConfigError, ErrorKind, HeronError, ResultsFileError
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
+from pytest_heron.results.comparison import Comparison, compare_runs
 from pytest_heron.results.conditions import Conditions
-from pytest_heron.results.document import Results, results_document, write_results
+from pytest_heron.results.document import Results, read_results, results_document, write_results
 from pytest_heron.results.files import check_writable
 from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.results.saved import find_run, runs_folder, save_run
 from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.scoring.pricing import load_prices, price_for
 from pytest_heron.scoring.score import StateRef, score_question
-from pytest_heron.systems.isolation import System, open_system
-from pytest_heron.systems.llm.cache import default_cache_path
+from pytest_heron.systems import preflight
+from pytest_heron.systems.isolation import FileSystem, System, open_system
+from pytest_heron.systems.llm.cache import default_cache_path, endpoint_id
+from pytest_heron.systems.llm.client import api_key
+from pytest_heron.systems.predictions import load_predictions
 from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
 
 Hook = Callable[[str], Any]
@@ -69,23 +76,45 @@ def _package_version(name: str) -> str | None:
 
 
 class HeronRun:
-    def __init__(self, settings: Settings, hook: Hook | None) -> None:
+    def __init__(self, settings: Settings, hook: Hook | None, rootdir: Path | None = None) -> None:
         self.settings = settings
         self.hook = hook
+        self.rootdir = (rootdir or Path.cwd()).absolute()
         self.questions: dict[str, GoldQuestion] = {
             q.id: q for q in load_questions(settings.questions)
         }
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
-        # fail fast on an unknown name too; an isolated adapter is looked up in its own process
-        self.system: System = open_system(
-            settings.adapter or "", hook, in_process=settings.in_process, timeout_s=settings.timeout
+        name = settings.adapter or ""
+        preflight.check_extras(name)
+        preflight.check_options(
+            name, model=settings.model, endpoint=settings.endpoint, offline=settings.offline
         )
+        # fail fast on an unknown name too; an isolated adapter is looked up in its own process
+        if ":" in name:
+            _importable_from(self.rootdir, Path.cwd())
+        self.system: System
+        if name == "file":
+            self.system = _file_system(settings, self.questions)
+        else:
+            self.system = open_system(
+                name, hook, in_process=settings.in_process, timeout_s=settings.timeout
+            )
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         if settings.output is not None:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
             check_writable(settings.report, "--heron-report", folder=True)
+        # the run to compare with, found now: "the newest" is the newest before this one
+        self.baseline: Path | None = None
+        if settings.compare is not None:
+            self.baseline = find_run(runs_folder(self.rootdir), settings.compare)
+            if self.baseline is not None:
+                read_results(self.baseline)  # a broken file fails now, not after the run
+        self.saved: Path | None = None
+        self.comparison: Comparison | None = None
+        self.compare_failures: list[str] = []
+        self.compare_error: str | None = None
         self.server: Server | None = None
         self.states: list[StateRef] = []
         self.conditions: Conditions | None = None
@@ -100,6 +129,7 @@ class HeronRun:
 
     def build_states(self, progress: Callable[[str], None]) -> None:
         s = self.settings
+        self._check_endpoint(progress)
         kind = choose(s.backend, s.dsn)
         progress(f"backend: {kind}")
         self.server = start(kind, s.dsn)
@@ -123,6 +153,15 @@ class HeronRun:
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
             self._open_journal()
+
+    def _check_endpoint(self, progress: Callable[[str], None]) -> None:
+        """An LLM adapter's endpoint answers and serves the model (before any state is built)."""
+        s = self.settings
+        needs = preflight.NEEDS.get(s.adapter or "")
+        if needs is None or not needs.llm or s.offline or not s.endpoint or not s.model:
+            return
+        note = preflight.check_endpoint(s.endpoint, s.model, api_key())
+        progress(note or f"endpoint {s.endpoint} serves {s.model}")
 
     def _check_gold(self) -> None:
         """Every gold query plans on every state (``EXPLAIN``, nothing executed), so a question
@@ -166,6 +205,8 @@ class HeronRun:
             model=s.model,
             temperature=s.temperature,
             samples=s.samples,
+            endpoint=endpoint_id(s.endpoint) or None,
+            max_tokens=s.max_tokens if s.model else None,  # LLM adapters need a model
             adapter_conditions={str(k): own[k] for k in sorted(own)},
             price=self.price,
             tables=_int_or_none(manifest.get("tables")),
@@ -254,6 +295,8 @@ class HeronRun:
                 temperature=s.temperature,
                 samples=s.samples,
                 strategy=s.strategy,
+                max_tokens=s.max_tokens,
+                agent_mode=s.agent_mode,
                 cache_path=str(default_cache_path(s.cache)),
                 offline=s.offline,
             ),
@@ -300,8 +343,33 @@ class HeronRun:
         if self.settings.report is not None:
             from pytest_heron.results.folder import write_report
 
-            write_report(self.settings.report, self.results)
+            write_report(self.settings.report, self.results, list(self.questions.values()))
+        self._save_and_compare(self.results)
         return self.results
+
+    def _save_and_compare(self, results: Results) -> None:
+        s = self.settings
+        if s.save is not None:
+            self.saved = save_run(self.rootdir, results, s.save or None)
+        if self.baseline is not None:
+            baseline = read_results(self.baseline)
+            try:
+                self.comparison = compare_runs(
+                    baseline, results, _shown(self.baseline, self.rootdir), "this run"
+                )
+            except HeronError as exc:  # no question in common: nothing to pair
+                self.compare_error = f"{_shown(self.baseline, self.rootdir)}: {exc}"
+                self.compare_failures = [self.compare_error] if s.compare_fail else []
+                return
+            self.compare_failures = self.comparison.failures(dict(s.compare_fail))
+
+
+def _file_system(s: Settings, questions: Mapping[str, GoldQuestion]) -> System:
+    """``--heron-adapter=file``: the predictions file, checked before the first question."""
+    assert s.predictions is not None  # options.resolve requires it
+    if s.samples != 1:
+        raise ConfigError("--heron-adapter=file has one prediction per question: --heron-samples=1")
+    return FileSystem(load_predictions(s.predictions, questions))
 
 
 def _check_protocol(s: Settings) -> Protocol:
@@ -322,6 +390,24 @@ def _check_protocol(s: Settings) -> Protocol:
     if problems:
         raise ConfigError(f"--heron-protocol {s.protocol}: " + "; ".join(problems))
     return protocol
+
+
+def _importable_from(*folders: Path) -> None:
+    """Put the rootdir and the current folder at the end of ``sys.path``, so ``module:Class``
+    finds a module there with the plain ``pytest`` command too (``python -m pytest`` puts the
+    current folder first by itself). The adapter's own process gets this ``sys.path``."""
+    for folder in folders:
+        entry = str(folder.absolute())
+        if entry not in sys.path:
+            sys.path.append(entry)
+
+
+def _shown(path: Path, rootdir: Path) -> str:
+    """``path`` relative to the rootdir where it is inside it."""
+    try:
+        return str(path.relative_to(rootdir))
+    except ValueError:
+        return str(path)
 
 
 def _int_or_none(value: object) -> int | None:

@@ -43,13 +43,16 @@ class Limits:
 class LLMOptions:
     """What an LLM adapter needs to reach and ask a model (``--heron-endpoint``, ``--heron-model``,
     ``--heron-temperature``, ``--heron-samples``, ``--heron-strategy``, ``--heron-cache``,
-    ``--heron-offline``), resolved once. ``cache_path`` is the response cache file."""
+    ``--heron-offline``, ``--heron-max-tokens``, ``--heron-agent-mode``), resolved once.
+    ``cache_path`` is the response cache file; ``max_tokens`` None sends none."""
 
     endpoint: str | None = None
     model: str | None = None
     temperature: float = 0.0
     samples: int = 1
     strategy: str = "zero-shot"
+    max_tokens: int | None = 2048
+    agent_mode: str = "tools"
     cache_path: str | None = None
     offline: bool = False
 

@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
 from pytest_heron.board.verify import read_verdict
 from pytest_heron.errors import HeronError, ResultsFileError
-from pytest_heron.scoring.metrics import GRADE_WEIGHTS, mcnemar_exact
+from pytest_heron.scoring.metrics import grade, mcnemar_exact
 
 BOARD_FORMAT = 1
 REFERENCE_TOOLS = ("gold",)  # the harness's own reference: on the board, never ranked
@@ -49,23 +49,23 @@ def board_grade(
     reproduced: Mapping[str, Any], n: int, t_ref: float | None, l_ref: float | None
 ) -> float | None:
     """DESIGN's Grade with the board's best tokens per question and latency as references
-    (the weights are :data:`~pytest_heron.scoring.metrics.GRADE_WEIGHTS`); at most 100."""
+    (:func:`~pytest_heron.scoring.metrics.grade`, so a board with no answers grades 0 too)."""
     ex = reproduced.get("ex_multistate")
     if ex is None or n == 0:
         return None
     ves = reproduced.get("ves")
     tokens = reproduced.get("tokens_per_q")
     latency = reproduced.get("latency_s_median")
-    parts = {
-        "ex": float(ex),
-        "ves": min(100.0, float(ves) if ves is not None else float(ex)),
-        "token_economy": 100.0
-        if not tokens or not t_ref
-        else 100.0 * min(1.0, t_ref / float(tokens)),
-        "reliability": 100.0 * (1 - int(reproduced.get("errors") or 0) / n),
-        "latency": 100.0 if not latency or not l_ref else 100.0 * min(1.0, l_ref / latency),
-    }
-    return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
+    return grade(
+        float(ex),
+        None if ves is None else float(ves),
+        None if tokens is None else float(tokens),
+        int(reproduced.get("errors") or 0),
+        n,
+        None if latency is None else float(latency),
+        t_ref=t_ref,
+        l_ref=l_ref,
+    )
 
 
 def _collect(submissions: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:

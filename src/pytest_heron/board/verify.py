@@ -44,6 +44,7 @@ from pytest_heron.board.submission import (
 )
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import ErrorKind, HeronError, ResultsFileError
+from pytest_heron.progress import Steps
 from pytest_heron.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.scoring import metrics
@@ -85,6 +86,9 @@ STATUS = {  # how each metric of the verdict was obtained
     "latency_s_median": "as reported",
     "latency_s_p90": "as reported",
     "grade": "recomputed from checked EX, VES and errors with reported tokens and latency",
+    "tokens_prompt_cached": "as reported",
+    "tokens_reasoning": "as reported",
+    "cost_per_correct_usd": "as reported cost over checked correct answers",
 }
 
 
@@ -562,8 +566,11 @@ def reproduce(
     everything = [*states, hidden]
     say(f"gold on {len(everything)} states ({len(questions)} questions)")
     broken = []
+    gold_steps = Steps("gold on every state", len(questions), emit=say) if progress else None
     for q in questions:
         gold = score_sql(q, q.gold_sql, everything, statement_timeout=statement_timeout)
+        if gold_steps is not None:
+            gold_steps.advance(detail=q.id)
         if not gold.correct:
             broken.append(f"{q.id}: {gold.error or gold.reason}"[:200])
     if broken:
@@ -575,15 +582,16 @@ def reproduce(
     reasons: list[str] = []
     outcomes: list[Outcome] = []
     hidden_hits: dict[str, bool] = {}
-    for i, q in enumerate(sorted(questions, key=lambda q: q.id)):
-        if i % 20 == 0:
-            say(f"re-executing predictions: {i}/{len(questions)}")
+    steps = Steps("re-executing predictions", len(questions), emit=say) if progress else None
+    for q in sorted(questions, key=lambda q: q.id):
         outcome, hidden_ok, found = _reproduce_question(
             q, sub.entries[q.id], states, hidden, statement_timeout, time_runs
         )
         outcomes.append(outcome)
         hidden_hits[q.id] = hidden_ok
         reasons.extend(found)
+        if steps is not None:
+            steps.advance(detail=q.id)
     price = price_for(protocol.model, load_prices(None))
     summary = metrics.summary(outcomes, protocol.seeds[0], samples=protocol.samples, price=price)
     table = compare_claims(sub.claimed, summary, protocol.tolerance, reasons)

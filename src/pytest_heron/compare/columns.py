@@ -190,15 +190,15 @@ def _numeric_column(
         return None
     if not has_null:
         return _float_family(floats), None
-    nulls = np.fromiter((v is None for v in col), dtype=bool, count=len(col))
+    nulls = np.fromiter(map(operator.is_, col, repeat(None)), dtype=bool, count=len(col))
     codes = np.empty(len(col), dtype=np.uint64)
     codes[nulls] = _NULL_CODE
     codes[~nulls] = mix(_float_bits(floats).view(np.uint64))
-    if own_keys is None:
-        numbers = _float_keys(floats)
-        it = iter(numbers)
-        own_keys = [None if v is None else next(it) for v in col]
-    return ColumnKeys(codes, _objects(own_keys), "o"), own_keys
+    if own_keys is not None:
+        return ColumnKeys(codes, _objects(own_keys), "o"), own_keys
+    exact = np.full(len(col), None, dtype=object)
+    exact[~nulls] = _objects(_float_keys(floats))  # 1-D first: NAN_KEY is a tuple
+    return ColumnKeys(codes, exact, "o"), exact.tolist()
 
 
 _REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
@@ -212,12 +212,23 @@ def _decimal_keys(values: list[object]) -> F64 | None:
     """
     decimals = cast("list[decimal.Decimal]", values)
     try:
-        fractions = list(map(_REMAINDER.remainder, decimals, repeat(D_ONE)))
-    except decimal.InvalidOperation:
+        floats = np.fromiter(map(float, decimals), dtype=np.float64, count=len(values))
+    except ValueError:  # a signalling NaN
         return None
-    integral = np.fromiter(map(operator.not_, fractions), dtype=bool, count=len(values))
-    floats = np.fromiter(map(float, decimals), dtype=np.float64, count=len(values))
-    if np.isinf(floats).any() or (np.abs(floats[integral]) > _EXACT_INT).any():
+    if np.isinf(floats).any():
+        return None
+    # An integral Decimal has an integral nearest float (floats from 2**52 on are all whole), so
+    # only the values whose float is whole need the exact test (NaN is not whole).
+    maybe = np.flatnonzero(floats == np.rint(floats))
+    integral = np.zeros(len(values), dtype=bool)
+    if maybe.size:
+        picked = [decimals[i] for i in maybe.tolist()]
+        try:
+            fractions = list(map(_REMAINDER.remainder, picked, repeat(D_ONE)))
+        except decimal.InvalidOperation:  # an integer part longer than the context's precision
+            return None
+        integral[maybe] = np.fromiter(map(operator.not_, fractions), dtype=bool, count=maybe.size)
+    if (np.abs(floats[integral]) > _EXACT_INT).any():
         return None
     keys = grid(floats)
     if keys is None:

@@ -234,7 +234,10 @@ def docker_available(timeout: float = 3.0) -> str | None:
     try:
         import docker
     except ImportError:
-        return "the docker Python package is not installed (it comes with testcontainers)"
+        return (
+            "the docker back end needs the docker extra: pip install 'pytest-heron[docker]' "
+            "(from a clone: pip install '.[docker]')"
+        )
     try:
         client = docker.from_env(timeout=int(max(timeout, 1)))
         client.ping()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import zlib
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from pytest_heron.errors import BackendError, ConfigError
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.generate.load import SeedResult, seed_database
+from pytest_heron.progress import Steps
 from pytest_heron.sandbox import roles
 
 MANIFEST_FORMAT = 1
@@ -213,6 +215,31 @@ def _comment(
     )
 
 
+LOADED = re.compile(r"loaded ([\d,]+)/([\d,]+) rows \((.*)\), done: \S+$")
+
+
+def seeding_progress(say: Progress, name: str) -> Progress:
+    """The loader's progress for state ``name``: its "loaded N/M rows" lines drive a
+    :class:`~pytest_heron.progress.Steps` (a bar on a terminal, a line per tenth otherwise);
+    every other message is passed on."""
+    steps: Steps | None = None
+
+    def show(msg: str) -> None:
+        nonlocal steps
+        m = LOADED.match(msg)
+        if m is None:
+            if steps is not None:
+                steps.close()
+            say(f"{name}: {msg}")
+            return
+        done, total = (int(g.replace(",", "")) for g in m.group(1, 2))
+        if steps is None:
+            steps = Steps(f"{name}: rows loaded", total, emit=say)
+        steps.advance(done - steps.done, m.group(3))
+
+    return show
+
+
 def ensure_state(
     server: Server,
     scale: str,
@@ -273,7 +300,7 @@ def ensure_state(
                     scale,
                     seed,
                     jobs=jobs,
-                    progress=lambda m: say(f"{name}: {m}"),
+                    progress=seeding_progress(say, name),
                 )
                 conn.execute(
                     sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
@@ -420,7 +447,7 @@ def ensure_citus_state(
                     scale,
                     seed,
                     jobs=jobs,
-                    progress=lambda m: say(f"{name}: {m}"),
+                    progress=seeding_progress(say, name),
                     layout="citus",
                     distribute=distribute,
                 )

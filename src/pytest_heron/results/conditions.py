@@ -31,6 +31,10 @@ class Conditions:
     model: str | None = field(default=None, metadata=_IDENTITY)
     temperature: float = field(default=0.0, metadata=_IDENTITY)
     samples: int = field(default=1, metadata=_IDENTITY)
+    # where the model was asked (scheme, host, port, path; no credentials): not identity, so a
+    # run recorded online resumes offline; None offline without --heron-endpoint
+    endpoint: str | None = None
+    max_tokens: int | None = None  # sent with each LLM request (--heron-max-tokens); None: none
     adapter_conditions: dict[str, str | int | float | bool | None] = field(
         default_factory=dict, metadata=_IDENTITY
     )
@@ -93,6 +97,8 @@ class Conditions:
             model=r.opt_text("model"),
             temperature=0.0 if temperature is None else temperature,
             samples=r.integer("samples", 1, low=1),
+            endpoint=r.opt_text("endpoint"),
+            max_tokens=r.opt_integer("max_tokens"),
             adapter_conditions=r.scalars("adapter_conditions"),
             price=price,
             n_questions=r.opt_integer("n_questions"),

@@ -18,17 +18,51 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if not ci else f"[{ci[0]:.1f}%, {ci[1]:.1f}%]"
 
 
+def _modes(b: metrics.Bucket) -> str:
+    """A bucket's failures by mode, when it has any."""
+    if not b.failures_syntax and not b.failures_semantic:
+        return ""
+    return f", syntax {b.failures_syntax or 0}, semantic {b.failures_semantic or 0}"
+
+
 def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
     return (
         f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
-        f" model={c.model or 'n/a'} temperature={c.temperature:g}"
+        f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
         f" backend={c.backend} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
+
+
+def _llm(c: Conditions) -> str:
+    """Where an LLM run asked its model, and the reply length it allowed."""
+    if not c.model:
+        return ""
+    return f" endpoint={c.endpoint or 'n/a'} max_tokens={c.max_tokens or 'none'}"
+
+
+def tokens_text(m: Summary) -> str:
+    """The tokens part of the usage line: "billed" only for calls billed by this run; replayed
+    calls are named as such (their tokens were billed when they were recorded)."""
+    if m.tokens_prompt is None and m.tokens_completion is None:
+        return "billed tokens: n/a (the adapter reported no usage)"
+    counts = f"{m.tokens_prompt or 0}/{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q)"
+    replayed, calls = m.replayed_calls or 0, m.llm_calls or 0
+    if calls and replayed >= calls:
+        return (
+            f"tokens prompt/completion: {counts}, replayed from the cache (all {calls} calls; "
+            "billed when recorded, not by this run)"
+        )
+    if replayed:
+        return (
+            f"tokens prompt/completion: {counts} ({replayed} of {calls} calls replayed from "
+            "the cache, billed when recorded; the rest billed by this run)"
+        )
+    return f"billed tokens prompt/completion: {counts}"
 
 
 def usage_line(c: Conditions, m: Summary) -> str:
@@ -38,22 +72,55 @@ def usage_line(c: Conditions, m: Summary) -> str:
         at_k = f"{at_k} (pass@k over {c.samples} samples, multi-state; a ceiling)"
     else:
         at_k = "EX@k: n/a (1 sample; use --heron-samples N)"
-    if m.tokens_prompt is None and m.tokens_completion is None:
-        tokens = "billed tokens: n/a (the adapter reported no usage)"
-    else:
-        tokens = (
-            f"billed tokens prompt/completion: {m.tokens_prompt or 0}/"
-            f"{m.tokens_completion or 0} ({m.tokens_per_q or 0:.0f}/q)"
+    tokens = tokens_text(m)
+    if m.tokens_prompt is not None or m.tokens_completion is not None:
+        tokens += (
+            f" (of which cached prompt {_count(m.tokens_prompt_cached)}, "
+            f"reasoning {_count(m.tokens_reasoning)})"
         )
     price = c.price
     if m.cost_usd is not None and price:
-        cost = f"cost: ${m.cost_usd:.6f} ({price['model']} list price as of {price['as_of']})"
+        cost = f"cost: ${m.cost_usd:.6f} ({price['model']} list price as of {price['as_of']}"
+        if m.tokens_prompt_cached and price.get("cached_prompt") is None:
+            cost += "; cached prompt tokens priced as prompt: the table gives no cached price"
+        cost += ")"
     elif c.model and not price:
         cost = f"cost: n/a (no price for {c.model!r}; see --heron-prices)"
     else:
         cost = "cost: n/a"
     superset = f"superset EX (extra columns allowed; not EX): {_fmt(m.ex_superset)}"
     return f"{at_k}   R-VES: {_fmt(m.r_ves, '')}   {superset}   {tokens}   {cost}"
+
+
+def _count(value: int | None) -> str:
+    return "n/a" if value is None else str(value)
+
+
+def _money(value: float | None) -> str:
+    return "n/a" if value is None else f"${value:.6f}"
+
+
+def figures_line(c: Conditions, m: Summary) -> str:
+    """set-EX beside EX, pass^k beside EX@k, failures by mode, cost per correct answer."""
+    first = c.seeds[0] if c.seeds else "?"
+    if m.ex_all_k:
+        all_k = ", ".join(f"pass^{k} {_fmt(v)}" for k, v in m.ex_all_k.items())
+    else:
+        all_k = "pass^k: n/a (1 sample)"
+    return (
+        f"set-EX (rows as sets, BIRD's count; not EX): multi-state {_fmt(m.ex_multistate_set)}, "
+        f"seed {first} {_fmt(m.ex1_set)}   {all_k}   failures by mode: syntax "
+        f"{_count(m.failures_syntax)}, semantic {_count(m.failures_semantic)}   "
+        f"cost per correct answer: {_money(m.cost_per_correct_usd)}"
+    )
+
+
+FIGURES_LEGEND = (
+    "legend: set-EX = EX with duplicates and row order ignored (how BIRD counts; the gap to EX "
+    "is what set comparison over-counts); pass^k = all k of k samples right (reliability; "
+    "pass@k = at least one); syntax = the SQL did not run (db_error, rejected); semantic = it "
+    "ran and returned other rows; cost per correct answer = cost / multi-state-correct questions"
+)
 
 
 def summary_lines(results: Results) -> list[str]:
@@ -77,12 +144,28 @@ def summary_lines(results: Results) -> list[str]:
         f" L_ref={metrics.REF_LATENCY_S:g}s)",
     ]
     lines.append(usage_line(c, m))
+    lines.append(figures_line(c, m))
+    lines.append(FIGURES_LEGEND)
     kinds = metrics.error_kinds(results.outcomes)
     if kinds:
         lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
     for axis, buckets in results.breakdown.items():
         if not buckets:
             continue
-        cells = [f"{name} {_fmt(b.ex_multistate)} (n={b.n})" for name, b in buckets.items()]
+        cells = [
+            f"{name} {_fmt(b.ex_multistate)} (n={b.n}{_modes(b)})" for name, b in buckets.items()
+        ]
         lines.append(f"by {axis}: " + "; ".join(cells))
+    lines.extend(LEGEND)
     return lines
+
+
+# What makes some figures look wrong at first sight (the README says the same, at length).
+LEGEND = (
+    "legend: VES and R-VES time each correct answer against gold on this machine, now (min of "
+    "5 runs each): gold against itself has a time ratio of 1 plus noise, so VES moves by several "
+    "points from run to run (about 90-101 on a busy 2-core machine; compare tools within one run)",
+    "legend: R-VES uses BIRD's steps (1 at least as fast as gold, 0.75 just slower): an answer as "
+    "fast as gold lands on either side by noise, so gold itself scores 75-100 (about 88 expected); "
+    "the Grade counts VES at most 100 and is at most 100",
+)

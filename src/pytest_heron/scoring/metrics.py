@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from pytest_heron.errors import ErrorKind
 from pytest_heron.records import JSON, RecordReader
 from pytest_heron.scoring.outcome import Outcome
 
@@ -27,6 +28,47 @@ def ex_first_state(outcomes: Sequence[Outcome], first_seed: int) -> float | None
 def ex_multistate(outcomes: Sequence[Outcome]) -> float | None:
     """Multi-state EX@1 (the headline): the share of questions right on every state."""
     return _pct(sum(o.correct for o in outcomes), len(outcomes))
+
+
+def ex_set_first_state(outcomes: Sequence[Outcome], first_seed: int) -> float | None:
+    """set-EX@1: the share of questions right on seed ``first_seed`` with rows compared as sets
+    (BIRD's count); None when an outcome has no set verdict (a results file from before)."""
+    if any(o.correct_set_by_state is None for o in outcomes):
+        return None
+    key = str(first_seed)
+    return _pct(sum(bool((o.correct_set_by_state or {}).get(key)) for o in outcomes), len(outcomes))
+
+
+def ex_set_multistate(outcomes: Sequence[Outcome]) -> float | None:
+    """Multi-state set-EX: right as a set on every state; None as for :func:`ex_set_first_state`."""
+    if any(o.correct_set is None for o in outcomes):
+        return None
+    return _pct(sum(bool(o.correct_set) for o in outcomes), len(outcomes))
+
+
+SYNTAX_KINDS = frozenset({ErrorKind.DB_ERROR, ErrorKind.REJECTED})
+"""Error kinds of SQL that did not run: the database or the guard refused it."""
+
+
+def failure_mode(o: Outcome) -> str | None:
+    """``"syntax"`` when the SQL did not run (``db_error``, ``rejected``), ``"semantic"`` when
+    it ran on every state and returned other rows on one, None otherwise (right, or failed
+    another way: no SQL, a timeout, a result too large).
+
+    >>> failure_mode(Outcome("q", error_kind=ErrorKind.DB_ERROR)), failure_mode(Outcome("q"))
+    ('syntax', 'semantic')
+    """
+    if o.error_kind in SYNTAX_KINDS:
+        return "syntax"
+    if o.error_kind is None and not o.correct:
+        return "semantic"
+    return None
+
+
+def failures_by_mode(outcomes: Iterable[Outcome]) -> tuple[int, int]:
+    """(syntax, semantic) failure counts; see :func:`failure_mode`."""
+    modes = [failure_mode(o) for o in outcomes]
+    return modes.count("syntax"), modes.count("semantic")
 
 
 def set_recall(outcomes: Sequence[Outcome]) -> float | None:
@@ -76,21 +118,80 @@ def ex_at_k(outcomes: Sequence[Outcome], samples: int) -> dict[str, float] | Non
     }
 
 
+def pass_all_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass^k: the chance that all of k samples drawn from n (c correct) are correct,
+    ``C(c, k) / C(n, k)`` (reliability, where pass@k is capability).
+
+    >>> pass_all_k(5, 5, 3), pass_all_k(5, 2, 3), pass_all_k(4, 2, 2)
+    (1.0, 0.0, 0.16666666666666666)
+    """
+    from math import comb
+
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n (n={n}, c={c}, k={k})")
+    return comb(c, k) / comb(n, k)
+
+
+def ex_all_k(outcomes: Sequence[Outcome], samples: int) -> dict[str, float] | None:
+    """pass^k for the ks of :func:`ex_at_k`: the mean over questions of :func:`pass_all_k`, with
+    c = the samples right on every state. None with one sample (it would equal EX@1).
+
+    >>> from pytest_heron.scoring.outcome import Sample
+    >>> ex_all_k([Outcome("q", samples=(Sample(0, True, None, ""), Sample(1, False, None, "")))], 2)
+    {'1': 50.0, '2': 0.0}
+    """
+    if samples < 2 or not outcomes:
+        return None
+    ks = sorted({1, samples} | {k for k in (5, 10, 20, 50, 100) if k < samples})
+    correct = [sum(s.correct for s in o.samples or ()) for o in outcomes]
+    return {
+        str(k): round(
+            100.0 * sum(pass_all_k(samples, min(c, samples), k) for c in correct) / len(outcomes),
+            4,
+        )
+        for k in ks
+    }
+
+
 def cost_usd(
-    prompt_tokens: int | None, completion_tokens: int | None, price: Mapping[str, Any] | None
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    price: Mapping[str, Any] | None,
+    cached_prompt_tokens: int | None = None,
 ) -> float | None:
-    """Billed tokens times the price (USD per million prompt / completion tokens); None when
-    there is no price for the model or no tokens were billed.
+    """Billed tokens times the price (USD per million tokens); None when there is no price for
+    the model or no tokens were billed. Cached prompt tokens (part of ``prompt_tokens``, as
+    providers count them) are priced at the table's ``cached_prompt`` price when it gives one,
+    else as prompt tokens; reasoning tokens are part of ``completion_tokens`` and priced so.
 
     >>> cost_usd(2_000_000, 500_000, {"prompt": 2.5, "completion": 10.0})
     10.0
+    >>> cost_usd(2_000_000, 0, {"prompt": 2.5, "completion": 10, "cached_prompt": 1}, 1_000_000)
+    3.5
     """
     if not price or (prompt_tokens is None and completion_tokens is None):
         return None
-    total = (prompt_tokens or 0) * float(price["prompt"]) + (completion_tokens or 0) * float(
-        price["completion"]
+    prompt = prompt_tokens or 0
+    cached = min(prompt, cached_prompt_tokens or 0)
+    cached_price = price.get("cached_prompt")
+    cached_rate = float(price["prompt"] if cached_price is None else cached_price)
+    total = (
+        (prompt - cached) * float(price["prompt"])
+        + cached * cached_rate
+        + (completion_tokens or 0) * float(price["completion"])
     )
     return round(total / 1_000_000, 10)
+
+
+def cost_per_correct(cost: float | None, correct: int) -> float | None:
+    """USD per multi-state-correct question; None with no cost or no correct answer.
+
+    >>> cost_per_correct(1.5, 3), cost_per_correct(1.5, 0), cost_per_correct(None, 3)
+    (0.5, None, None)
+    """
+    if cost is None or correct == 0:
+        return None
+    return round(cost / correct, 10)
 
 
 @dataclass(frozen=True)
@@ -116,6 +217,18 @@ class Summary:
     latency_s_median: float | None = None
     latency_s_p90: float | None = None
     grade: float | None = None
+    llm_calls: int | None = None  # LLM calls the adapter reported (usage "calls"), if any
+    replayed_calls: int | None = (
+        None  # ... of which replayed from the cache (tokens not billed now)
+    )
+    ex1_set: float | None = None
+    ex_multistate_set: float | None = None
+    ex_all_k: dict[str, float] | None = None
+    tokens_prompt_cached: int | None = None
+    tokens_reasoning: int | None = None
+    cost_per_correct_usd: float | None = None
+    failures_syntax: int | None = None
+    failures_semantic: int | None = None
 
     def to_json(self) -> dict[str, JSON]:
         out = asdict(self)
@@ -130,9 +243,9 @@ class Summary:
         for f in fields(cls):
             if f.name == "errors":
                 values[f.name] = r.integer(f.name, 0)
-            elif f.name in ("tokens_prompt", "tokens_completion"):
+            elif f.name in _OPT_INTEGERS:
                 values[f.name] = r.opt_integer(f.name)
-            elif f.name == "ex_at_k":
+            elif f.name in ("ex_at_k", "ex_all_k"):
                 at_k = r.counters(f.name)
                 values[f.name] = None if at_k is None else {k: float(v) for k, v in at_k.items()}
             elif f.name == "ex_multistate_ci95":
@@ -149,14 +262,29 @@ class Summary:
         return cls(**values)
 
 
+_OPT_INTEGERS = (
+    "tokens_prompt",
+    "tokens_completion",
+    "llm_calls",
+    "replayed_calls",
+    "tokens_prompt_cached",
+    "tokens_reasoning",
+    "failures_syntax",
+    "failures_semantic",
+)
+
+
 @dataclass(frozen=True)
 class Bucket:
-    """EX within one bucket of a breakdown (one shape, retrieval class, trap or join width)."""
+    """EX within one bucket of a breakdown (one shape, retrieval class, trap or join width),
+    with its failures by mode (None in results written before they were counted)."""
 
     n: int
     ex1: float | None
     ex_multistate: float | None
     errors: int
+    failures_syntax: int | None = None
+    failures_semantic: int | None = None
 
     def to_json(self) -> dict[str, JSON]:
         return asdict(self)
@@ -169,6 +297,8 @@ class Bucket:
             ex1=r.opt_number("ex1"),
             ex_multistate=r.opt_number("ex_multistate"),
             errors=r.integer("errors", 0),
+            failures_syntax=r.opt_integer("failures_syntax"),
+            failures_semantic=r.opt_integer("failures_semantic"),
         )
 
 
@@ -186,6 +316,9 @@ def summary(
     latencies = [o.latency_s for o in outcomes if o.latency_s is not None]
     prompt = _usage_sum(outcomes, "prompt_tokens")
     completion = _usage_sum(outcomes, "completion_tokens")
+    cached = _usage_sum(outcomes, "prompt_tokens_cached")
+    cost = cost_usd(prompt, completion, price, cached)
+    syntax, semantic = failures_by_mode(outcomes)
     tokens = None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
     n = len(outcomes)
     ex = ex_multistate(outcomes)
@@ -208,11 +341,21 @@ def summary(
         tokens_prompt=prompt,
         tokens_completion=completion,
         tokens_per_q=tokens_per_q,
-        cost_usd=cost_usd(prompt, completion, price),
+        cost_usd=cost,
         errors=errors,
         latency_s_median=latency,
         latency_s_p90=_quantile(latencies, 0.9),
         grade=grade(ex, ves_score, tokens_per_q, errors, n, latency),
+        llm_calls=_usage_sum(outcomes, "calls"),
+        replayed_calls=_usage_sum(outcomes, "cached_calls"),
+        ex1_set=ex_set_first_state(outcomes, first_seed),
+        ex_multistate_set=ex_set_multistate(outcomes),
+        ex_all_k=ex_all_k(outcomes, samples),
+        tokens_prompt_cached=cached,
+        tokens_reasoning=_usage_sum(outcomes, "completion_tokens_reasoning"),
+        cost_per_correct_usd=cost_per_correct(cost, sum(o.correct for o in outcomes)),
+        failures_syntax=syntax,
+        failures_semantic=semantic,
     )
 
 
@@ -242,6 +385,8 @@ def breakdown(outcomes: Sequence[Outcome], first_seed: int) -> Breakdown:
                 ex1=ex_first_state(group, first_seed),
                 ex_multistate=ex_multistate(group),
                 errors=sum(o.error_kind is not None for o in group),
+                failures_syntax=failures_by_mode(group)[0],
+                failures_semantic=failures_by_mode(group)[1],
             )
             for bucket, group in _buckets(outcomes, keys_of).items()
         }
@@ -355,26 +500,37 @@ def grade(
     errors: int,
     n: int,
     latency_s: float | None,
+    *,
+    t_ref: float | None = REF_TOKENS_PER_Q,
+    l_ref: float | None = REF_LATENCY_S,
 ) -> float | None:
-    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.15 TokenEconomy + 0.10 Reliability +
-    0.10 Latency``, with TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were billed),
-    Reliability = ``100 (1 - errors/n)``, Latency = ``100 min(1, L_ref/L)``. Every part is at most
-    100 (VES, which rewards answers faster than gold, counts at most 100 here) and the weights sum
-    to 1, so the Grade is at most 100 by construction.
+    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.10 Reliability + A (0.15 TokenEconomy +
+    0.10 Latency)``, with Reliability = ``100 (1 - errors/n)``, A = ``1 - errors/n`` the share of
+    questions whose answer ran, TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were
+    billed or there is no reference), Latency = ``100 min(1, L_ref/L)``. Thrift and speed count
+    only as far as they bought answers: a run in which no answer ran (every question an error)
+    has Grade 0, however cheap and fast its failures were; with no errors A is 1 and the Grade is
+    the plain weighted sum. Every part is at most 100 (VES, which rewards answers faster than
+    gold, counts at most 100 here) and the weights sum to 1, so the Grade is at most 100.
 
     >>> grade(100.0, 150.0, None, 0, 10, 0.1)
     100.0
+    >>> grade(0.0, None, None, 10, 10, 0.01)
+    0.0
     """
     if ex is None or n == 0:
         return None
-    token_economy = 100.0 if not tokens_per_q else 100.0 * min(1.0, REF_TOKENS_PER_Q / tokens_per_q)
-    latency = 100.0 if not latency_s else 100.0 * min(1.0, REF_LATENCY_S / latency_s)
+    answered = 1 - errors / n
+    token_economy = (
+        100.0 if not tokens_per_q or not t_ref else 100.0 * min(1.0, t_ref / tokens_per_q)
+    )
+    latency = 100.0 if not latency_s or not l_ref else 100.0 * min(1.0, l_ref / latency_s)
     parts = {
         "ex": ex,
         "ves": min(100.0, ves_score if ves_score is not None else ex),
-        "token_economy": token_economy,
-        "reliability": 100.0 * (1 - errors / n),
-        "latency": latency,
+        "token_economy": answered * token_economy,
+        "reliability": 100.0 * answered,
+        "latency": answered * latency,
     }
     return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
 

@@ -60,6 +60,8 @@ class Outcome:
     ``error_kind`` is None for an answer that ran (right or wrong) and otherwise says why it did
     not; ``reason`` is the comparator's counterexample for a wrong answer. With several samples,
     the outcome's own fields describe sample 0 and ``samples`` lists them all.
+    ``correct_set`` and ``correct_set_by_state`` are the same verdicts with rows compared as sets
+    (duplicates and order ignored, as BIRD counts); None in results written before they existed.
     """
 
     id: str
@@ -81,6 +83,8 @@ class Outcome:
     exact_match: bool = False
     correct_superset: bool = False
     samples: tuple[Sample, ...] | None = None
+    correct_set: bool | None = None
+    correct_set_by_state: dict[str, bool] | None = None
 
     @classmethod
     def blank(cls, q: GoldQuestion, **values: Any) -> Outcome:
@@ -95,7 +99,10 @@ class Outcome:
         )
 
     def failed(self, kind: ErrorKind, message: str, **values: Any) -> Outcome:
-        """This outcome, marked as not right for ``kind`` with ``message``."""
+        """This outcome, marked as not right for ``kind`` with ``message`` (not right as a set
+        either: SQL that did not run returned no rows to compare)."""
+        values.setdefault("correct_set", False)
+        values.setdefault("correct_set_by_state", dict(self.correct_set_by_state or {}))
         return dataclasses.replace(self, correct=False, error_kind=kind, error=message, **values)
 
     def to_json(self) -> dict[str, JSON]:
@@ -148,6 +155,10 @@ class Outcome:
             samples=None
             if samples is None
             else tuple(Sample.from_json(s, f"{where}, sample {i}") for i, s in enumerate(samples)),
+            correct_set=None if r.data.get("correct_set") is None else r.flag("correct_set"),
+            correct_set_by_state=None
+            if r.data.get("correct_set_by_state") is None
+            else r.verdicts("correct_set_by_state"),
         )
 
 

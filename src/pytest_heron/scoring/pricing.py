@@ -13,7 +13,9 @@ from pytest_heron.errors import ConfigError
 
 def load_prices(path: Path | None = None) -> dict[str, Any]:
     """The table as a dict, checked: ``models`` maps names to ``{prompt, completion}`` numbers
-    (USD per million tokens). Raises ConfigError naming the file and entry on a bad table."""
+    (USD per million tokens), optionally ``cached_prompt`` (the price of prompt tokens the
+    provider served from its cache). Raises ConfigError naming the file and entry on a bad
+    table."""
     where = str(path) if path is not None else "the built-in price table"
     try:
         text = (
@@ -28,14 +30,26 @@ def load_prices(path: Path | None = None) -> dict[str, Any]:
     if not isinstance(models, dict):
         raise ConfigError(f"--heron-prices: {where} has no 'models' mapping")
     for name, entry in models.items():
-        ok = isinstance(entry, dict) and all(
-            isinstance(entry.get(k), (int, float)) and entry[k] >= 0
-            for k in ("prompt", "completion")
+        ok = (
+            isinstance(entry, dict)
+            and all(
+                isinstance(entry.get(k), (int, float)) and entry[k] >= 0
+                for k in ("prompt", "completion")
+            )
+            and (
+                entry.get("cached_prompt") is None
+                or (
+                    isinstance(entry["cached_prompt"], (int, float))
+                    and not isinstance(entry["cached_prompt"], bool)
+                    and entry["cached_prompt"] >= 0
+                )
+            )
         )
         if not ok:
             raise ConfigError(
                 f"--heron-prices: {where}, model {name!r}: expected "
-                "{prompt: N, completion: N} (USD per million tokens, >= 0)"
+                "{prompt: N, completion: N} and optionally cached_prompt: N "
+                "(USD per million tokens, >= 0)"
             )
     return dict(table, source=where)
 
@@ -52,10 +66,12 @@ def price_for(model: str | None, table: dict[str, Any]) -> dict[str, Any] | None
     models = table["models"]
     for name in (model, model.rsplit("/", 1)[-1]):
         if name in models:
+            cached = models[name].get("cached_prompt")
             return {
                 "model": name,
                 "prompt": float(models[name]["prompt"]),
                 "completion": float(models[name]["completion"]),
+                "cached_prompt": None if cached is None else float(cached),
                 "as_of": table.get("as_of"),
                 "source": table.get("source"),
             }

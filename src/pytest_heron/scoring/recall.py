@@ -3,7 +3,7 @@ its gold tables among a ranker's top k, averaged over questions."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_heron.dataset.questions import GoldQuestion
@@ -14,10 +14,12 @@ from pytest_heron.types import RETRIEVALS
 DEFAULT_KS = (5, 10, 20)
 
 
-def rank_questions(r: Ranker, questions: Sequence[GoldQuestion]) -> dict[str, list[str]]:
-    """Question id to full ranking."""
+def rank_questions(
+    r: Ranker, questions: Sequence[GoldQuestion], progress: Callable[[int], None] | None = None
+) -> dict[str, list[str]]:
+    """Question id to full ranking (``progress``: texts embedded per batch, embedding only)."""
     if isinstance(r, EmbeddingRanker):
-        rankings = r.rank_many([q.question for q in questions])
+        rankings = r.rank_many([q.question for q in questions], progress)
     else:
         rankings = [r.rank(q.question) for q in questions]
     return {q.id: ranked for q, ranked in zip(questions, rankings, strict=True)}

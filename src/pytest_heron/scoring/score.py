@@ -18,7 +18,7 @@ from typing import Any
 
 from pytest_heron import compare, sandbox
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import AdapterError, ErrorKind, InvalidPrediction
+from pytest_heron.errors import AdapterError, ErrorKind, adapter_failure_kind
 from pytest_heron.scoring import similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.systems.isolation import AdapterTimeout, System
@@ -62,17 +62,28 @@ def _counters(value: Any) -> dict[str, int | float] | None:
     return out or None
 
 
+def _latency(wall_s: float, usage: Mapping[str, int | float] | None) -> float:
+    """The question's latency: the wall clock of the adapter's answer plus the recorded latency
+    of the LLM calls it replayed from the cache (``usage["replayed_ms"]``), so a replayed run
+    reports the latencies of the run it replays, not those of a cache lookup.
+
+    >>> _latency(0.25, {"replayed_ms": 1500}), _latency(0.25, None)
+    (1.75, 0.25)
+    """
+    replayed = (usage or {}).get("replayed_ms", 0)
+    return round(wall_s + float(replayed) / 1000, 6)
+
+
 def _adapter_failure(exc: BaseException) -> tuple[ErrorKind, str]:
     """The error kind and message of an adapter that did not produce a usable prediction."""
     if isinstance(exc, AdapterTimeout):
         return ErrorKind.ADAPTER_TIMEOUT, str(exc)
-    if isinstance(exc, InvalidPrediction):
-        return ErrorKind.INVALID_PREDICTION, str(exc)
+    kind = adapter_failure_kind(exc)
+    if kind is ErrorKind.ADAPTER_TIMEOUT:
+        return kind, str(exc) or "the adapter timed out"
     if isinstance(exc, AdapterError):
-        return ErrorKind.ADAPTER_ERROR, str(exc)
-    if isinstance(exc, TimeoutError):
-        return ErrorKind.ADAPTER_TIMEOUT, str(exc) or "the adapter timed out"
-    return ErrorKind.ADAPTER_ERROR, f"{type(exc).__name__}: {exc}"
+        return kind, str(exc)
+    return kind, f"{type(exc).__name__}: {exc}"
 
 
 def score_question(
@@ -165,6 +176,33 @@ def _sum_usage(usages: Sequence[Mapping[str, int | float] | None]) -> dict[str, 
     return total or None
 
 
+def distinct_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """The rows without duplicates, first occurrence kept: rows as a set, the way BIRD's
+    ``set(rows)`` takes them (duplicates found by Python equality of the values). Rows holding
+    unhashable values (arrays, JSON) are told apart by their canonical keys instead. One pass
+    in C for hashable rows, so the result caps of the sandbox bound its cost.
+
+    >>> distinct_rows([(1, "a"), (1, "a"), (2, "b")])
+    [(1, 'a'), (2, 'b')]
+    """
+    try:
+        return list(dict.fromkeys(map(tuple, rows)))
+    except TypeError:
+        seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        for row in rows:
+            seen.setdefault(tuple(compare.value_key(v) for v in row), tuple(row))
+        return list(seen.values())
+
+
+def set_equal(gold: Sequence[Sequence[Any]], pred: Sequence[Sequence[Any]], strict: bool) -> bool:
+    """The lenient verdict (set-EX): equal once duplicates are dropped and row order ignored,
+    under the comparator's other rules (columns by content, numbers by value). ``strict`` is the
+    comparator's verdict, which implies this one, so a right answer costs nothing more."""
+    if strict:
+        return True
+    return compare.compare(distinct_rows(gold), distinct_rows(pred)).equal
+
+
 def _wider(pred: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:
     """Whether the prediction has more columns than gold (the only case superset mode changes)."""
     return bool(pred) and bool(gold) and len(pred[0]) > len(gold[0])
@@ -189,16 +227,17 @@ def _score_sample(
         pred: Prediction = to_prediction(raw)
     except Exception as exc:
         kind, message = _adapter_failure(exc)
-        latency = round(time.perf_counter() - started, 6)
         usage = _counters(_plain(getattr(exc, "usage", None)))
+        latency = _latency(time.perf_counter() - started, usage)
         return out.failed(kind, message, usage=usage, latency_s=latency), None
     tables = _plain(pred.tables_in_context)
+    usage = _counters(_plain(pred.usage))
     out = dataclasses.replace(
         out,
         pred_sql=pred.sql,
         tables_in_context=None if tables is None else tuple(str(t) for t in tables),
-        usage=_counters(_plain(pred.usage)),
-        latency_s=round(time.perf_counter() - started, 6),
+        usage=usage,
+        latency_s=_latency(time.perf_counter() - started, usage),
     )
     try:
         return _run_on_states(out, q, pred.sql, states, gold_rows, statement_timeout)
@@ -220,6 +259,7 @@ def _run_on_states(
     keys = compare.order_keys(q.gold_sql)
     reasons = []
     verdicts: dict[str, bool] = {}
+    set_verdicts: dict[str, bool] = {}
     superset_all = True
     soft_f1: float | None = None
     first_rows: Any = None
@@ -230,22 +270,26 @@ def _run_on_states(
                 state.admin_dsn, q.gold_sql, timeout_s=statement_timeout, guard=False
             )
             if not gold.ok:
-                verdicts[seed] = False
+                verdicts[seed] = set_verdicts[seed] = False
                 return out.failed(
                     ErrorKind.INFRA_CRASH,
                     f"the gold SQL failed on seed {state.seed}: {gold.error} (the state may be "
                     "damaged: rebuild it with `heron seed --replace`, or run "
                     "`python -m pytest_heron.audit`)",
                     correct_by_state=verdicts,
+                    correct_set_by_state=set_verdicts,
                 ), None
             gold_rows[state.seed] = gold.rows
         got = sandbox.execute(state.reader_dsn, sql, timeout_s=statement_timeout)
         if not got.ok:
-            verdicts[seed] = False
+            verdicts[seed] = set_verdicts[seed] = False
             kind = ErrorKind(got.error_kind) if got.error_kind else ErrorKind.DB_ERROR
-            return out.failed(kind, got.error or "", correct_by_state=verdicts), None
+            return out.failed(
+                kind, got.error or "", correct_by_state=verdicts, correct_set_by_state=set_verdicts
+            ), None
         result = compare.compare(gold_rows[state.seed], got.rows, order=keys)
         verdicts[seed] = result.equal
+        set_verdicts[seed] = set_equal(gold_rows[state.seed], got.rows, result.equal)
         superset_ok = result.equal or (
             _wider(got.rows, gold_rows[state.seed])
             and compare.compare(gold_rows[state.seed], got.rows, order=keys, superset=True).equal
@@ -266,6 +310,8 @@ def _run_on_states(
         correct=bool(states) and all(verdicts.values()),
         correct_by_state=verdicts,
         correct_superset=bool(states) and superset_all,
+        correct_set=bool(states) and all(set_verdicts.values()),
+        correct_set_by_state=set_verdicts,
         soft_f1=soft_f1,
         reason="\n".join(reasons) if reasons else None,
     )

@@ -27,7 +27,12 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
-from pytest_heron.errors import AdapterError, AdapterLookupError, InvalidPrediction
+from pytest_heron.errors import (
+    AdapterError,
+    AdapterLookupError,
+    InvalidPrediction,
+    adapter_failure_kind,
+)
 from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
@@ -105,16 +110,14 @@ def failure(exc: BaseException, op: str = "generate") -> dict[str, Any]:
         text = str(exc)
     except Exception:  # an exception whose __str__ fails still costs only its question
         text = "(its message could not be read)"
-    if isinstance(exc, InvalidPrediction):
-        kind, message = "invalid_prediction", text
+    kind = str(adapter_failure_kind(exc))  # the one classification (errors.py)
+    if isinstance(exc, TimeoutError):
+        message = text or "the adapter timed out"
     elif isinstance(exc, AdapterError):
-        kind, message = "adapter_error", text
-    elif isinstance(exc, TimeoutError):
-        kind, message = "adapter_timeout", text or "the adapter timed out"
+        message = text
     elif isinstance(exc, Exception):
-        kind, message = "adapter_error", f"{type(exc).__name__}: {text}"
+        message = f"{type(exc).__name__}: {text}"
     else:  # SystemExit, KeyboardInterrupt, GeneratorExit: the adapter's own, not the run's
-        kind = "adapter_error"
         message = f"the adapter raised {type(exc).__name__}: {text}".rstrip(": ")
     if op != "generate":
         message = f"{type(exc).__name__}: {text}".rstrip(": ")

@@ -38,6 +38,7 @@ from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import AdapterError, AdapterLookupError, InvalidPrediction
 from pytest_heron.systems import child as wire
 from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
+from pytest_heron.systems.predictions import PredictionFile
 from pytest_heron.systems.registry import GROUP, instantiate, known_adapters, wrong_type
 from pytest_heron.types import Adapter, BenchmarkContext, Prediction
 
@@ -133,6 +134,39 @@ class GoldSystem:
 
     def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any:
         return GoldAdapter.answer(q)
+
+    def close(self) -> None:
+        pass
+
+
+# -- a file of predictions --------------------------------------------------------------------
+
+
+class FileSystem:
+    """``file``: every question answered from a checked predictions file
+    (:mod:`pytest_heron.systems.predictions`), by the harness; no adapter code runs."""
+
+    version: str | None = None
+    takes_sample = False
+    note: str | None = None
+
+    def __init__(self, predictions: PredictionFile) -> None:
+        self.predictions = predictions
+
+    def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
+        return {
+            "predictions": self.predictions.path.name,
+            "predictions_sha256": self.predictions.sha256,
+        }
+
+    def ready(self, ctx: BenchmarkContext) -> None:
+        pass
+
+    def ask(self, q: GoldQuestion, timeout_s: float, sample: int | None) -> Any:
+        sql = self.predictions.sql.get(q.id)
+        if sql is None:  # cannot happen after the file's check; kept as a clear failure
+            raise AdapterError(f"the predictions file has no prediction for {q.id}")
+        return {"sql": sql, "tables": self.predictions.tables.get(q.id)}
 
     def close(self) -> None:
         pass

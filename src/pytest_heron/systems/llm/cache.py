@@ -1,6 +1,13 @@
 """The LLM response cache: SQLite in WAL mode, keyed by a hash of everything that shapes an
 answer (see :func:`cache_key`). Shared by every process of a run; part of :mod:`pytest_heron.llm`,
-which re-exports these names."""
+which re-exports these names.
+
+A reply is stored under two keys: the request's :func:`cache_key` and the endpoint that
+answered it (its base URL, see :func:`endpoint_id`), so a run against another server never
+replays the first server's answers. Offline replay without ``--heron-endpoint`` takes the
+newest reply recorded for the request from any endpoint. Files written before the endpoint was
+part of the key (their ``replies`` table, key format 1) are left as they are and not read:
+their endpoint is unknown (see DECISIONS.md)."""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-KEY_FORMAT = 1
+KEY_FORMAT = 2  # 2: effective request parameters (max_tokens, tool_choice) in the key
 
 
 def canonical_json(value: Any) -> str:
@@ -22,6 +29,28 @@ def canonical_json(value: Any) -> str:
     '{"a":[1.0,"x"],"b":1}'
     """
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def endpoint_id(url: str | None) -> str:
+    """The endpoint as the cache and the conditions name it: scheme, host, port and path, with
+    no credentials, query or trailing slash; ``""`` for none.
+
+    >>> endpoint_id("http://user:secret@127.0.0.1:8080/v1/?key=x")
+    'http://127.0.0.1:8080/v1'
+    >>> endpoint_id(None)
+    ''
+    """
+    if not url:
+        return ""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port else ""
+    scheme = f"{parts.scheme}://" if parts.scheme else ""
+    return f"{scheme}{host}{port}{parts.path.rstrip('/')}"
 
 
 def cache_key(
@@ -36,7 +65,8 @@ def cache_key(
     question_id: str,
     sample: int,
 ) -> str:
-    """SHA-256 (hex) of the canonical JSON of everything that shapes the answer."""
+    """SHA-256 (hex) of the canonical JSON of everything in the request that shapes the answer
+    (the endpoint is the cache's second key: :meth:`ResponseCache.get`)."""
     doc = {
         "format": KEY_FORMAT,
         "adapter": adapter,
@@ -53,9 +83,9 @@ def cache_key(
 
 
 class ResponseCache:
-    """Replies keyed by :func:`cache_key`, in SQLite (WAL mode, busy timeout): several xdist
-    worker processes may read and write the same file at once. One short-lived connection per
-    operation, so it is safe from any thread."""
+    """Replies keyed by :func:`cache_key` and the endpoint, in SQLite (WAL mode, busy timeout):
+    several xdist worker processes may read and write the same file at once. One short-lived
+    connection per operation, so it is safe from any thread."""
 
     BUSY_TIMEOUT_S = 60.0
 
@@ -70,12 +100,14 @@ class ResponseCache:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(
-                    "CREATE TABLE IF NOT EXISTS replies ("
-                    " key TEXT PRIMARY KEY,"
+                    "CREATE TABLE IF NOT EXISTS responses ("
+                    " key TEXT NOT NULL,"
+                    " endpoint TEXT NOT NULL,"
                     " reply TEXT NOT NULL,"
                     " model TEXT NOT NULL,"
                     " question TEXT NOT NULL,"
-                    " created REAL NOT NULL)"
+                    " created REAL NOT NULL,"
+                    " PRIMARY KEY (key, endpoint))"
                 )
                 break
             except sqlite3.OperationalError as exc:
@@ -90,10 +122,22 @@ class ResponseCache:
         conn.execute(f"PRAGMA busy_timeout = {int(self.BUSY_TIMEOUT_S * 1000)}")
         return conn
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, endpoint: str | None = None) -> dict[str, Any] | None:
+        """The reply recorded for ``key`` from ``endpoint`` (an :func:`endpoint_id`); with
+        ``endpoint`` None, the newest one from any endpoint (offline replay)."""
         conn = self._connect()
         try:
-            row = conn.execute("SELECT reply FROM replies WHERE key = ?", (key,)).fetchone()
+            if endpoint is None:
+                row = conn.execute(
+                    "SELECT reply FROM responses WHERE key = ? ORDER BY created DESC, endpoint"
+                    " LIMIT 1",
+                    (key,),
+                ).fetchone()
+            else:
+                row = conn.execute(
+                    "SELECT reply FROM responses WHERE key = ? AND endpoint = ?",
+                    (key, endpoint),
+                ).fetchone()
         finally:
             conn.close()
         if row is None:
@@ -101,13 +145,21 @@ class ResponseCache:
         value = json.loads(row[0])
         return value if isinstance(value, dict) else None
 
-    def put(self, key: str, reply: Mapping[str, Any], *, model: str, question: str) -> None:
+    def put(
+        self,
+        key: str,
+        reply: Mapping[str, Any],
+        *,
+        model: str,
+        question: str,
+        endpoint: str = "",
+    ) -> None:
         conn = self._connect()
         try:
             conn.execute(
-                "INSERT OR REPLACE INTO replies (key, reply, model, question, created)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (key, canonical_json(dict(reply)), model, question, time.time()),
+                "INSERT OR REPLACE INTO responses"
+                " (key, endpoint, reply, model, question, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (key, endpoint, canonical_json(dict(reply)), model, question, time.time()),
             )
         finally:
             conn.close()
@@ -115,7 +167,7 @@ class ResponseCache:
     def __len__(self) -> int:
         conn = self._connect()
         try:
-            return int(conn.execute("SELECT count(*) FROM replies").fetchone()[0])
+            return int(conn.execute("SELECT count(*) FROM responses").fetchone()[0])
         finally:
             conn.close()
 

@@ -6,17 +6,20 @@ metered the same way.
 
 Public API (stable; adapters in other modules build on it):
 
-- :class:`LLMConfig` -- endpoint, model, temperature, per-request timeout, retry policy, key.
+- :class:`LLMConfig` -- endpoint, model, temperature, ``max_tokens``, per-request timeout, retry
+  policy, key.
   ``LLMConfig.from_context(ctx)`` reads the ``--heron-*`` options from the context.
 - :class:`ChatClient` -- ``client.chat(messages, tools=None, question_id=..., sample=0,
   meter=..., deadline=..., params=None)`` returns a :class:`ChatReply`. ``client_for(ctx, name,
   version)`` builds one from a :class:`~pytest_heron.types.BenchmarkContext`.
 - :class:`ChatReply` -- ``content``, ``tool_calls`` (:class:`ToolCall`), ``finish_reason``,
   billed ``prompt_tokens`` / ``completion_tokens``, ``cached`` (replayed from the cache),
-  ``latency_s``; ``message()`` is the assistant message to append to a conversation.
+  ``latency_s`` (a replayed reply keeps the latency it had when it was recorded);
+  ``message()`` is the assistant message to append to a conversation.
 - :class:`Meter` -- sums what one question's calls billed: ``meter.usage()`` is the dict to put
   in ``Prediction.usage`` (``prompt_tokens``, ``completion_tokens``, ``calls``, ``cached_calls``,
-  ``llm_ms``); ``meter.latencies_s`` lists each call's latency.
+  ``llm_ms``, and ``replayed_ms``: the recorded latency of the replayed calls, which the scorer
+  adds to the question's latency); ``meter.latencies_s`` lists each call's latency.
 - :class:`ResponseCache` -- the SQLite cache; :func:`cache_key` -- its key.
 - :func:`extract_sql` -- the SQL in a model's free-text answer (from :mod:`.extract`).
 - :func:`attach_usage` -- put a meter's usage on an error before re-raising it, so the runner
@@ -24,7 +27,8 @@ Public API (stable; adapters in other modules build on it):
 - :func:`deadline_after` -- a ``time.monotonic()`` deadline from a per-question time limit.
 - Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
   ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
-  answered something unusable), :class:`CacheMiss` (offline and not cached),
+  answered something unusable), :class:`LLMTimeout` (out of time: also a ``TimeoutError``, so
+  the question is ``adapter_timeout``), :class:`CacheMiss` (offline and not cached),
   :class:`ToolsUnsupported` (the endpoint rejected a request with tools: HTTP 404 or 422, or
   a 400 whose message mentions tools or functions).
 
@@ -41,17 +45,29 @@ A typical adapter::
         return Prediction(sql=extract_sql(reply.content), usage=meter.usage())
 
 The cache key is the SHA-256 of canonical JSON (sorted keys, no whitespace) of everything that
-shapes the answer: adapter name and version, model, parameters (temperature and any extra
-request parameters), messages, tools, schema data version, question id and sample index. The
-endpoint URL is not part of it, so a run can be replayed offline without naming the endpoint.
-Only well-formed replies are stored; errors (HTTP failures, malformed or empty replies) are
-never cached. A replayed call reports the tokens originally billed and counts as a cached call
-(see DECISIONS.md).
+shapes the answer: adapter name and version, model, the parameters sent (temperature,
+``max_tokens``, ``tool_choice`` and any extra request parameters), messages, tools, schema data
+version, question id and sample index; the cache files each reply under that key *and* the
+endpoint that gave it (:func:`~.cache.endpoint_id`), so another server is asked afresh. Offline
+without ``--heron-endpoint`` a request replays from whichever endpoint recorded it. Only
+well-formed replies are stored; errors (HTTP failures, malformed or empty replies) are never
+cached. A replayed call reports the tokens originally billed, its recorded latency, and counts
+as a cached call (see DECISIONS.md).
 
-Retries: HTTP 429, 408, 409 and 5xx, connection errors and timeouts are retried with exponential
-backoff (``backoff_s * 2**attempt``, capped at ``max_backoff_s``), honouring a ``Retry-After``
-header (also capped), at most ``max_attempts`` attempts and never past the caller's deadline.
-The SDK's own retries are off.
+What is sent: with tools, ``tool_choice`` is ``"auto"`` unless the caller chose (llama.cpp-style
+servers ignore tools without it); an assistant turn that carries tool calls and no text is sent
+with ``content: ""`` (OpenAI accepts ``null`` or a string there, llama-cpp-python only a
+string); ``max_tokens`` is :attr:`LLMConfig.max_tokens` unless the caller set its own.
+
+Retries, only for what may pass: HTTP 408, 409, 429, 502, 503 and 504, read errors and dropped
+connections are retried with exponential backoff (``backoff_s * 2**attempt``, capped at
+``max_backoff_s``), honouring a ``Retry-After`` header (also capped), at most ``max_attempts``
+attempts and never past the caller's deadline; an HTTP 500 (usually the server failing on this
+very request) is retried once. A refused connection is not retried: nothing listens there. Any
+other status fails at once. Every message names the endpoint and keeps the server's reason
+(its start and its end, when it is long). A request that runs out of time is abandoned with its
+connection closed, so a llama.cpp-style server drops it from its queue. The SDK's own retries
+are off.
 """
 
 from __future__ import annotations
@@ -69,13 +85,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_heron.errors import AdapterError
+from pytest_heron.errors import AdapterError, OutOfTime
 from pytest_heron.systems.llm.cache import (
     KEY_FORMAT,
     ResponseCache,
     cache_key,
     canonical_json,
     default_cache_path,
+    endpoint_id,
 )
 from pytest_heron.systems.llm.extract import extract_sql
 
@@ -86,6 +103,7 @@ __all__ = [
     "ChatReply",
     "LLMConfig",
     "LLMError",
+    "LLMTimeout",
     "Meter",
     "ResponseCache",
     "ToolCall",
@@ -97,6 +115,7 @@ __all__ = [
     "client_for",
     "deadline_after",
     "default_cache_path",
+    "endpoint_id",
     "extract_sql",
     "require_sdk",
 ]
@@ -107,12 +126,19 @@ if TYPE_CHECKING:
     from pytest_heron.types import BenchmarkContext
 
 PLACEHOLDER_KEY = "heron-no-key"  # local servers (Ollama, vLLM, llama.cpp) accept any key
-RETRY_STATUSES = frozenset({408, 409, 429})  # plus every 5xx
+RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})
+ONCE_STATUSES = frozenset({500})  # retried once: usually the server failing on this very request
 TOOL_REJECT_STATUSES = frozenset({400, 404, 422})
+DEFAULT_MAX_TOKENS = 2048  # --heron-max-tokens
+REASON_HEAD, REASON_TAIL = 300, 900  # of a long server message, the characters kept each end
 
 
 class LLMError(AdapterError):
     """The endpoint failed after retries or answered something unusable."""
+
+
+class LLMTimeout(LLMError, OutOfTime):
+    """The call ran out of the question's time (``adapter_timeout``, like every adapter's)."""
 
 
 class CacheMiss(LLMError):
@@ -135,6 +161,7 @@ class LLMConfig:
     endpoint: str | None
     model: str
     temperature: float = 0.0
+    max_tokens: int | None = DEFAULT_MAX_TOKENS  # None: let the server decide (not advised)
     timeout_s: float = 120.0  # per request (further bounded by the caller's deadline)
     max_attempts: int = 6
     backoff_s: float = 1.0
@@ -157,6 +184,7 @@ class LLMConfig:
             "endpoint": llm.endpoint,
             "model": llm.model,
             "temperature": llm.temperature,
+            "max_tokens": llm.max_tokens,
             "timeout_s": ctx.limits.timeout_s,
         }
         values.update(overrides)
@@ -203,6 +231,10 @@ class ChatReply:
     completion_tokens: int = 0
     cached: bool = False
     latency_s: float = 0.0
+    # parts of the two above, when the provider reports them (None when it does not):
+    # usage.prompt_tokens_details.cached_tokens, usage.completion_tokens_details.reasoning_tokens
+    prompt_tokens_cached: int | None = None
+    completion_tokens_reasoning: int | None = None
 
     def message(self) -> dict[str, Any]:
         """The assistant message to append to the conversation for the next call."""
@@ -227,10 +259,17 @@ class ChatReply:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "latency_s": self.latency_s,
+            "prompt_tokens_cached": self.prompt_tokens_cached,
+            "completion_tokens_reasoning": self.completion_tokens_reasoning,
         }
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], *, latency_s: float) -> ChatReply:
+    def from_record(cls, record: Mapping[str, Any], *, latency_s: float | None = None) -> ChatReply:
+        """A replayed reply: ``cached``, with the latency it had when recorded (``latency_s``
+        when the record has none)."""
+        recorded = record.get("latency_s")
+        if isinstance(recorded, (int, float)) and not isinstance(recorded, bool) and recorded >= 0:
+            latency_s = float(recorded)
         return cls(
             content=record.get("content"),
             tool_calls=tuple(
@@ -240,13 +279,16 @@ class ChatReply:
             prompt_tokens=int(record.get("prompt_tokens") or 0),
             completion_tokens=int(record.get("completion_tokens") or 0),
             cached=True,
-            latency_s=latency_s,
+            latency_s=latency_s or 0.0,
+            prompt_tokens_cached=_opt_int(record.get("prompt_tokens_cached")),
+            completion_tokens_reasoning=_opt_int(record.get("completion_tokens_reasoning")),
         )
 
 
 class Meter:
     """Sums one question's LLM calls: billed tokens (a replayed call counts the tokens it
-    originally billed), calls, cached calls and each call's latency. Thread-safe."""
+    originally billed), calls, cached calls and each call's latency (a replayed call's recorded
+    one, also summed apart as ``replayed_ms``). Thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -254,7 +296,10 @@ class Meter:
         self.cached_calls = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.prompt_tokens_cached: int | None = None  # None until a reply reports it
+        self.completion_tokens_reasoning: int | None = None
         self.latencies_s: list[float] = []
+        self.replayed_s = 0.0
 
     def add(self, reply: ChatReply) -> None:
         with self._lock:
@@ -262,18 +307,35 @@ class Meter:
             self.cached_calls += int(reply.cached)
             self.prompt_tokens += reply.prompt_tokens
             self.completion_tokens += reply.completion_tokens
+            if reply.prompt_tokens_cached is not None:
+                self.prompt_tokens_cached = (
+                    self.prompt_tokens_cached or 0
+                ) + reply.prompt_tokens_cached
+            if reply.completion_tokens_reasoning is not None:
+                self.completion_tokens_reasoning = (
+                    self.completion_tokens_reasoning or 0
+                ) + reply.completion_tokens_reasoning
             self.latencies_s.append(reply.latency_s)
+            if reply.cached:
+                self.replayed_s += reply.latency_s
 
     def usage(self) -> dict[str, int]:
-        """The ``Prediction.usage`` dict."""
+        """The ``Prediction.usage`` dict (``replayed_ms`` only when a call was replayed)."""
         with self._lock:
-            return {
+            out = {
                 "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens,
                 "calls": self.calls,
                 "cached_calls": self.cached_calls,
                 "llm_ms": round(sum(self.latencies_s) * 1000),
             }
+            if self.cached_calls:
+                out["replayed_ms"] = round(self.replayed_s * 1000)
+            if self.prompt_tokens_cached is not None:
+                out["prompt_tokens_cached"] = self.prompt_tokens_cached
+            if self.completion_tokens_reasoning is not None:
+                out["completion_tokens_reasoning"] = self.completion_tokens_reasoning
+            return out
 
 
 def attach_usage(exc: BaseException, meter: Meter) -> None:
@@ -321,7 +383,24 @@ def parse_completion(body: Any) -> ChatReply:
         finish_reason=choices[0].get("finish_reason"),
         prompt_tokens=_int(usage.get("prompt_tokens")),
         completion_tokens=_int(usage.get("completion_tokens")),
+        prompt_tokens_cached=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+        completion_tokens_reasoning=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
     )
+
+
+def _detail(usage: Mapping[str, Any], group: str, name: str) -> int | None:
+    """``usage[group][name]`` as a count >= 0, or None when the provider does not report it."""
+    details = usage.get(group)
+    return _opt_int(details.get(name)) if isinstance(details, Mapping) else None
+
+
+def _opt_int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    try:
+        return int(value)
+    except (OverflowError, ValueError):  # inf, nan
+        return None
 
 
 def _int(value: Any) -> int:
@@ -428,13 +507,37 @@ class ChatClient:
             adapter=self.adapter,
             adapter_version=self.adapter_version,
             model=self.config.model,
-            params={"temperature": float(self.config.temperature), **dict(params or {})},
+            params=self.sent_params(params, tools),
             messages=messages,
             tools=tools,
             data_version=self.data_version,
             question_id=question_id,
             sample=sample,
         )
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint as messages, the cache and the conditions name it."""
+        return endpoint_id(self.config.endpoint)
+
+    def sent_params(
+        self, params: Mapping[str, Any] | None, tools: Sequence[Mapping[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The request parameters besides model, messages and tools: temperature, ``max_tokens``
+        (unless the caller set it or ``max_completion_tokens``), ``tool_choice`` ``"auto"``
+        with tools (unless the caller chose), then the caller's own."""
+        out: dict[str, Any] = {"temperature": float(self.config.temperature)}
+        given = dict(params or {})
+        if (
+            self.config.max_tokens is not None
+            and "max_tokens" not in given
+            and "max_completion_tokens" not in given
+        ):
+            out["max_tokens"] = int(self.config.max_tokens)
+        if tools and "tool_choice" not in given:
+            out["tool_choice"] = "auto"
+        out.update(given)
+        return out
 
     def chat(
         self,
@@ -454,8 +557,9 @@ class ChatClient:
         whose tokens are still metered."""
         started = time.monotonic()
         key = self.key(messages, tools=tools, question_id=question_id, sample=sample, params=params)
+        endpoint = self.endpoint
         if self.cache is not None:
-            record = self.cache.get(key)
+            record = self.cache.get(key, endpoint if endpoint or not self.offline else None)
             if record is not None:
                 reply = ChatReply.from_record(record, latency_s=time.monotonic() - started)
                 if meter is not None:
@@ -463,10 +567,11 @@ class ChatClient:
                 return reply
         if self.offline:
             where = self.cache.path if self.cache is not None else "(no cache)"
+            source = f"endpoint {endpoint}, " if endpoint else ""
             raise CacheMiss(
                 f"--heron-offline: no cached reply for question {question_id} (sample {sample}, "
-                f"model {self.config.model}, adapter {self.adapter}) in {where}; run once "
-                "without --heron-offline to record it"
+                f"{source}model {self.config.model}, adapter {self.adapter}) in {where}; run "
+                "once without --heron-offline to record it"
             )
         if not self.config.endpoint:
             raise AdapterError("LLM adapters need --heron-endpoint")
@@ -479,7 +584,13 @@ class ChatClient:
                 f"the model returned an empty reply (finish_reason={reply.finish_reason!r})"
             )
         if self.cache is not None:
-            self.cache.put(key, reply.to_record(), model=self.config.model, question=question_id)
+            self.cache.put(
+                key,
+                reply.to_record(),
+                model=self.config.model,
+                question=question_id,
+                endpoint=endpoint,
+            )
         return reply
 
     def _request(
@@ -491,22 +602,25 @@ class ChatClient:
     ) -> ChatReply:
         import openai
 
+        where = self.endpoint
         request: dict[str, Any] = {
             "model": self.config.model,
-            "messages": list(messages),
-            "temperature": self.config.temperature,
-            **dict(params or {}),
+            "messages": wire_messages(messages),
+            **self.sent_params(params, tools),
         }
         if tools:
             request["tools"] = list(tools)
+        attempts = max(1, self.config.max_attempts)
         last = "no attempt was made"
-        for attempt in range(max(1, self.config.max_attempts)):
+        failed_500 = False
+        for attempt in range(attempts):
             timeout = self.config.timeout_s
             if deadline is not None:
                 timeout = min(timeout, deadline - time.monotonic())
                 if timeout <= 0:
-                    raise LLMError(f"out of time for the LLM call ({last})")
+                    raise LLMTimeout(f"out of time for the LLM call to {where} ({last})")
             retry_after: float | None = None
+            timed_out = False
             try:
                 raw = (
                     self._client()
@@ -516,35 +630,101 @@ class ChatClient:
                 text = raw.http_response.text
             except openai.APIStatusError as exc:
                 status = exc.status_code
-                last = f"HTTP {status}: {_error_message(exc)}"
-                if tools and _refuses_tools(status, _error_message(exc)):
+                reason = _error_message(exc)
+                last = f"HTTP {status}: {reason}"
+                if tools and _refuses_tools(status, reason):
                     raise ToolsUnsupported(
-                        f"the endpoint rejected a request with tools ({last}); the model or "
-                        "server does not support tool calls"
+                        f"the endpoint {where} rejected a request with tools ({last}); the model "
+                        "or server does not support tool calls"
                     ) from None
-                if status not in RETRY_STATUSES and status < 500:
-                    raise LLMError(f"the endpoint refused the request: {last}") from None
+                if status == 400 and _wants_max_completion_tokens(request, reason):
+                    request["max_completion_tokens"] = request.pop("max_tokens")
+                    continue  # at once, with the parameter this model takes
+                if status in ONCE_STATUSES and not failed_500:
+                    failed_500 = True
+                elif status in ONCE_STATUSES:
+                    raise LLMError(
+                        f"the endpoint {where} failed the request twice: {last}"
+                    ) from None
+                elif status not in RETRY_STATUSES:
+                    raise LLMError(f"the endpoint {where} refused the request: {last}") from None
                 retry_after = retry_after_s(dict(exc.response.headers))
-            except openai.APIConnectionError as exc:  # includes timeouts
-                last = f"{type(exc).__name__}: {exc}"
+            except openai.APITimeoutError:
+                timed_out = True
+                # the SDK's HTTP layer closes the connection of a request it gave up on, so a
+                # llama.cpp-style server drops it from its queue (tested)
+                last = f"no reply within {timeout:.1f}s; the request was abandoned"
+            except openai.APIConnectionError as exc:
+                if _refused(exc):
+                    raise LLMError(
+                        f"cannot connect to the endpoint {where}: the connection was refused "
+                        "(is the server running, and is --heron-endpoint right?)"
+                    ) from None
+                last = f"{type(exc).__name__}: {_cause(exc)}"
             except ValueError as exc:  # the SDK lets a JSONDecodeError out on a non-JSON 200
-                raise LLMError(f"malformed response from the endpoint: {exc}") from None
+                raise LLMError(f"malformed response from the endpoint {where}: {exc}") from None
             else:
                 try:
                     body = json.loads(text)
                 except ValueError:
                     snippet = text[:200] if text.strip() else "(an empty body)"
                     raise LLMError(
-                        f"malformed response from the endpoint: not JSON: {snippet!r}"
+                        f"malformed response from the endpoint {where}: not JSON: {snippet!r}"
                     ) from None
                 return parse_completion(body)
-            if attempt + 1 >= self.config.max_attempts:
+            if attempt + 1 >= attempts:
+                if timed_out:
+                    raise LLMTimeout(f"the LLM call to {where} timed out {attempts} times ({last})")
                 break
             wait = backoff_s(attempt, self.config.backoff_s, self.config.max_backoff_s, retry_after)
             if deadline is not None and time.monotonic() + wait >= deadline:
-                raise LLMError(f"out of time retrying the LLM call ({last})")
+                raise LLMTimeout(f"out of time retrying the LLM call to {where} ({last})")
             time.sleep(wait)
-        raise LLMError(f"the LLM call failed after {self.config.max_attempts} attempts: {last}")
+        raise LLMError(f"the LLM call to {where} failed after {attempts} attempts: {last}")
+
+
+def wire_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as sent: an assistant turn with tool calls and no text gets ``content: ""``
+    (OpenAI takes ``null`` or a string there; llama-cpp-python answers ``null`` with HTTP 500).
+
+    >>> wire_messages([{"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]}])
+    [{'role': 'assistant', 'content': '', 'tool_calls': [{'id': '1'}]}]
+    """
+    out = []
+    for m in messages:
+        message = dict(m)
+        tool_turn = message.get("role") == "assistant" and message.get("tool_calls")
+        if tool_turn and message.get("content") is None:
+            message["content"] = ""
+        out.append(message)
+    return out
+
+
+def _wants_max_completion_tokens(request: Mapping[str, Any], reason: str) -> bool:
+    """Whether a 400 says this model takes ``max_completion_tokens`` instead of the
+    ``max_tokens`` the client set (OpenAI's reasoning models do)."""
+    return "max_tokens" in request and "max_completion_tokens" in reason
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection error is a refused connection (nothing listens at the address)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, ConnectionRefusedError) or "connection refused" in str(cur).lower():
+            return True
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost cause's text (the SDK's own message is just "Connection error.")."""
+    cur: BaseException = exc
+    while cur.__cause__ is not None and cur.__cause__ is not cur:
+        cur = cur.__cause__
+    text = str(cur) or type(cur).__name__
+    return text if cur is exc else f"{exc} ({type(cur).__name__}: {text})"
 
 
 def _refuses_tools(status: int, message: str) -> bool:
@@ -561,10 +741,26 @@ def _error_message(exc: Any) -> str:
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])[:500]
+            return keep_ends(str(inner["message"]))
         if isinstance(inner, str):
-            return inner[:500]
-    return str(getattr(exc, "message", exc))[:500]
+            return keep_ends(inner)
+        if isinstance(body.get("detail"), (str, list, dict)):  # FastAPI's shape
+            detail = body["detail"]
+            return keep_ends(detail if isinstance(detail, str) else canonical_json(detail))
+    return keep_ends(str(getattr(exc, "message", exc)))
+
+
+def keep_ends(text: str, head: int = REASON_HEAD, tail: int = REASON_TAIL) -> str:
+    """A long server message cut in the middle: the cause of a failure is often at the end
+    (a traceback's last line), its context at the start.
+
+    >>> keep_ends("a" * 5 + "b" * 5, head=2, tail=3)
+    'aa [... 5 characters ...] bbb'
+    """
+    text = text.strip()
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]} [... {len(text) - head - tail} characters ...] {text[-tail:]}"
 
 
 def require_sdk(adapter: str) -> None:

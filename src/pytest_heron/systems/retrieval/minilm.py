@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -137,8 +137,9 @@ class MiniLM:
         unit: Array = (pooled / np.maximum(norms, 1e-12)).astype(np.float32)
         return unit
 
-    def encode(self, texts: Sequence[str]) -> Array:
-        """One unit-length row per text, in the order given."""
+    def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Array:
+        """One unit-length row per text, in the order given; ``progress`` gets the number of
+        texts each batch encoded."""
         out = np.zeros(
             (len(texts), self.weights["embeddings.LayerNorm.weight"].shape[0]), np.float32
         )
@@ -155,6 +156,8 @@ class MiniLM:
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1.0
             out[chunk] = self._forward(ids, mask)
+            if progress is not None:
+                progress(len(chunk))
         return out
 
 

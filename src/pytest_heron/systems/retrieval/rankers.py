@@ -31,7 +31,7 @@ in their context. ``bm25`` needs nothing beyond the core; ``embedding`` needs it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Protocol
@@ -160,34 +160,47 @@ class EmbeddingRanker:
 
     method = "embedding"
 
-    def __init__(self, docs: Sequence[TableDoc]) -> None:
+    def __init__(
+        self, docs: Sequence[TableDoc], progress: Callable[[int], None] | None = None
+    ) -> None:
         from pytest_heron.systems.retrieval import minilm
 
         self.model = minilm.load()
         self.tables = [d.table for d in docs]
-        self._documents = self.model.encode([d.text for d in docs])
-        self._names = self.model.encode([name_words(d.table) for d in docs])
+        self._documents = self.model.encode([d.text for d in docs], progress)
+        self._names = self.model.encode([name_words(d.table) for d in docs], progress)
 
-    def scores_many(self, questions: Sequence[str]) -> npt.NDArray[np.float32]:
-        """One row of scores per question, columns in the order of :attr:`tables`."""
-        q = self.model.encode(questions)
+    def scores_many(
+        self, questions: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> npt.NDArray[np.float32]:
+        """One row of scores per question, columns in the order of :attr:`tables`;
+        ``progress`` gets the number of texts each batch encoded."""
+        q = self.model.encode(questions, progress)
         scores: npt.NDArray[np.float32] = q @ self._documents.T + q @ self._names.T
         return scores
 
-    def rank_many(self, questions: Sequence[str]) -> list[list[str]]:
-        return [order_by_score(self.tables, row) for row in self.scores_many(questions)]
+    def rank_many(
+        self, questions: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> list[list[str]]:
+        scores = self.scores_many(questions, progress)
+        return [order_by_score(self.tables, row) for row in scores]
 
     def rank(self, question: str) -> list[str]:
         return self.rank_many([question])[0]
 
 
-def build_ranker(method: str, docs: Sequence[TableDoc] | None = None) -> Ranker:
-    """A new ranker over ``docs`` (default: the built-in schema)."""
+def build_ranker(
+    method: str,
+    docs: Sequence[TableDoc] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Ranker:
+    """A new ranker over ``docs`` (default: the built-in schema); ``progress`` gets the
+    number of documents each embedding batch encoded (twice per document: text and name)."""
     docs = table_docs() if docs is None else docs
     if method == "bm25":
         return Bm25Ranker(docs)
     if method == "embedding":
-        return EmbeddingRanker(docs)
+        return EmbeddingRanker(docs, progress)
     raise HeronError(f"unknown retrieval method {method!r}; known: {', '.join(METHODS)}")
 
 

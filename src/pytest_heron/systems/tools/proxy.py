@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pytest_heron.errors import AdapterError
+from pytest_heron.errors import AdapterError, OutOfTime
 from pytest_heron.systems.llm.client import ChatClient, ChatReply, Meter, attach_usage
 
 __all__ = ["Exchange", "LLMProxy", "Recording", "completion_body"]
@@ -35,6 +35,7 @@ class Exchange:
     request: dict[str, Any]
     response: dict[str, Any] | None
     error: str | None = None
+    timed_out: bool = False  # the error was the question running out of time
 
 
 @dataclass
@@ -56,10 +57,12 @@ class Recording:
 
     def check(self, tool: str) -> None:
         """Raise AdapterError with the first LLM-layer error the tool met (a cache miss offline,
-        an endpoint that failed after retries), else do nothing."""
-        errors = self.errors()
-        if errors:
-            exc = AdapterError(f"{tool}: the LLM call failed: {errors[0]}")
+        an endpoint that failed after retries), else do nothing. Out of time, it is an
+        :class:`~pytest_heron.errors.OutOfTime` (``adapter_timeout``, like every adapter's)."""
+        first = next((ex for ex in self.exchanges if ex.error), None)
+        if first is not None:
+            kind = OutOfTime if first.timed_out else AdapterError
+            exc = kind(f"{tool}: the LLM call failed: {first.error}")
             attach_usage(exc, self.meter)
             raise exc
 
@@ -100,6 +103,18 @@ def completion_body(reply: ChatReply, model: str) -> dict[str, Any]:
     }
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A server that keeps quiet about a client that went away: the tool that gave up on a
+    request is not news, and a traceback on stderr would land under the next question."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class LLMProxy:
     """An OpenAI-compatible endpoint on 127.0.0.1 that answers through a
     :class:`~pytest_heron.llm.ChatClient`; see the module docstring.
@@ -117,7 +132,7 @@ class LLMProxy:
         self.client = client
         self._current = Recording("", 0, None)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = _QuietServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -162,8 +177,9 @@ class LLMProxy:
             )
         except AdapterError as exc:
             message = f"{type(exc).__name__}: {exc}"
+            late = isinstance(exc, TimeoutError)
             with self._lock:
-                rec.exchanges.append(Exchange(body, None, message))
+                rec.exchanges.append(Exchange(body, None, message, timed_out=late))
             return 400, {"error": {"message": message, "type": "heron_proxy"}}
         out = completion_body(reply, self.client.config.model)
         with self._lock:
@@ -181,11 +197,14 @@ class LLMProxy:
 
             def _send(self, status: int, doc: dict[str, Any]) -> None:
                 raw = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except OSError:  # the tool gave up on this request and closed its connection
+                    self.close_connection = True
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):

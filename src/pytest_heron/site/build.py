@@ -1,0 +1,65 @@
+"""``heron site`` and ``--heron-report``: read the inputs, render every page, then write.
+
+Nothing is written until every input has been read and every page rendered, so a bad results
+file or board leaves the output folder as it was. Each file is written atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.results.document import Results
+from pytest_heron.results.files import write_atomic
+from pytest_heron.site.gold import GoldRows
+from pytest_heron.site.inputs import Run, read_board, read_runs, slug_for
+from pytest_heron.site.pages import SiteInput, render_site
+from pytest_heron.site.schema import schema_modules
+
+
+def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
+    written = []
+    for rel, text in files.items():
+        path = out / rel
+        write_atomic(path, text)
+        written.append(path)
+    return written
+
+
+def build_site(
+    out: Path,
+    *,
+    board: Path | None = None,
+    runs: Sequence[Path] = (),
+    questions: Path | None = None,
+    gold: Callable[[Sequence[GoldQuestion], Sequence[Run]], Mapping[str, GoldRows]] | None = None,
+) -> list[Path]:
+    """Build the site in ``out`` and return the files written. ``gold`` computes the gold rows
+    (given the questions and the runs); without it the question pages say they were not."""
+    the_board = None if board is None else read_board(board)
+    the_runs = tuple(read_runs(runs))
+    qs = load_questions(questions)
+    data = SiteInput(
+        runs=the_runs,
+        board=the_board,
+        questions={q.id: q for q in qs},
+        modules=schema_modules(),
+        gold=None if gold is None else gold(qs, the_runs),
+    )
+    return write_files(out, render_site(data))
+
+
+def report_pages(
+    results: Results, questions: Sequence[GoldQuestion], source: str
+) -> dict[str, str]:
+    """The pages of ``--heron-report``: the run page (``report.html``) with its question and
+    schema pages."""
+    data = SiteInput(
+        runs=(Run(slug_for(Path(source), set()), source, results),),
+        board=None,
+        questions={q.id: q for q in questions},
+        modules=schema_modules(),
+        report=True,
+    )
+    return render_site(data)

@@ -1,0 +1,116 @@
+"""A file of predictions, scored without an adapter: ``--heron-adapter=file
+--heron-predictions=FILE.jsonl``.
+
+The file is JSON lines, one object per question: ``{"id": "q001", "sql": "SELECT ..."}``, with
+an optional ``"tables"`` (the tables the system put in its model's context, a list of strings,
+for Set-Recall). It comes from elsewhere, so it is read as untrusted input: every problem is
+collected and reported before the first question, each naming its line (a line that is not a
+JSON object, a field of the wrong type, an unknown field, an id the question set does not have,
+an id given twice), then every question without a prediction. The SQL itself is untrusted as
+any adapter's is: it goes through the sandbox like every other answer. The file's SHA-256 is
+recorded in the run's conditions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_heron.errors import ConfigError
+from pytest_heron.safe_text import printable
+
+MAX_BYTES = 64 * 1024 * 1024  # a predictions file larger than this is refused unread
+MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)
+FIELDS = ("id", "sql", "tables")
+
+
+def quoted(text: str) -> str:
+    """At most 60 characters of ``text``, printable, in quotes (it came from the file)."""
+    return repr(printable(text[:60]) + ("..." if len(text) > 60 else ""))
+
+
+@dataclass(frozen=True)
+class PredictionFile:
+    path: Path
+    sha256: str
+    sql: dict[str, str]  # question id -> predicted SQL
+    tables: dict[str, list[str]]  # question id -> tables in context, where given
+
+
+def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None:
+    if not isinstance(value, dict):
+        return f"line {number}: expected a JSON object with 'id' and 'sql'"
+    unknown = sorted(str(k) for k in value if k not in FIELDS)
+    if unknown:
+        return f"line {number}: unknown field {quoted(unknown[0])} (allowed: id, sql, tables)"
+    qid, sql, tables = value.get("id"), value.get("sql"), value.get("tables")
+    if not isinstance(qid, str):
+        return f"line {number}: 'id' must be a string"
+    if qid not in known:
+        return f"line {number}: unknown question id {quoted(qid)}"
+    if not isinstance(sql, str):
+        return f"line {number}: 'sql' of {qid!r} must be a string"
+    if tables is not None and not (
+        isinstance(tables, list) and all(isinstance(t, str) for t in tables)
+    ):
+        return f"line {number}: 'tables' of {qid!r} must be a list of strings"
+    return None
+
+
+def load_predictions(path: Path, question_ids: Collection[str]) -> PredictionFile:
+    """Read and check ``path`` against the run's question ids; ConfigError listing every
+    problem (see the module docstring)."""
+    where = f"--heron-predictions {path}"
+    try:
+        if not path.is_file():
+            raise ConfigError(f"{where}: no such file")
+        if path.stat().st_size > MAX_BYTES:
+            raise ConfigError(f"{where}: larger than {MAX_BYTES >> 20} MiB")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 (byte {exc.start})") from None
+    problems: list[str] = []
+    sql: dict[str, str] = {}
+    tables: dict[str, list[str]] = {}
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            problems.append(f"line {number}: not JSON ({str(exc).split(':')[0]})")
+            continue
+        problem = _line_problem(number, value, question_ids)
+        if problem is None and value["id"] in first_line:
+            qid = value["id"]
+            problem = f"line {number}: {qid!r} again (first on line {first_line[qid]})"
+        if problem is not None:
+            problems.append(problem)
+            continue
+        first_line[value["id"]] = number
+        sql[value["id"]] = value["sql"]
+        if value.get("tables") is not None:
+            tables[value["id"]] = list(value["tables"])
+    missing = sorted(q for q in question_ids if q not in sql and q not in first_line)
+    if missing:
+        shown = ", ".join(missing[:MAX_PROBLEMS]) + (
+            f" and {len(missing) - MAX_PROBLEMS} more" if len(missing) > MAX_PROBLEMS else ""
+        )
+        problems.append(f"no prediction for {len(missing)} question(s): {shown}")
+    if problems:
+        more = len(problems) - MAX_PROBLEMS
+        listed = "; ".join(problems[:MAX_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+        raise ConfigError(
+            f"{where}: {len(problems)} problem(s): {listed}. Expected one JSON object per line, "
+            '{"id": "q001", "sql": "SELECT ..."}, for every question of the set'
+        )
+    return PredictionFile(path, hashlib.sha256(data).hexdigest(), sql, tables)

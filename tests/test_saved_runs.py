@@ -1,0 +1,189 @@
+"""--heron-save keeps runs under .heron/runs/, --heron-compare pairs this run with a saved one,
+--heron-compare-fail gates a drop (as pytest-benchmark's --benchmark-compare-fail does)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_heron.cli import main
+from pytest_heron.errors import ConfigError
+from pytest_heron.results.comparison import parse_fail
+
+pytest_plugins = ["pytester"]
+
+PRIVATE = """\
+- id: v001
+  question: Which numbers from one to three are odd, in order?
+  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
+  gold_tables: []
+  shape: single
+  retrieval: named
+- id: v002
+  question: Pair each letter with its number.
+  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
+  gold_tables: []
+  shape: join
+  retrieval: lexical_gap
+- id: v003
+  question: Nothing at all.
+  gold_sql: SELECT 1 WHERE false
+  gold_tables: []
+  shape: single
+  retrieval: one_hop
+  empty_probe: true
+"""
+RIGHT = {
+    "v001": "SELECT x FROM (VALUES (1), (3)) AS t(x) ORDER BY x",
+    "v002": "SELECT * FROM (VALUES ('b', 2), ('a', 1)) AS t(l, n)",
+    "v003": "SELECT 1 WHERE false",
+}
+FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
+
+
+def _setup(pytester: pytest.Pytester) -> list[str]:
+    folder = pytester.mkdir("private")
+    (folder / "set.yaml").write_text(PRIVATE)
+    for name, wrong in (("right", ()), ("worse", ("v001",))):
+        lines = [
+            json.dumps({"id": q, "sql": "SELECT 0" if q in wrong else sql})
+            for q, sql in RIGHT.items()
+        ]
+        (pytester.path / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    return ["--heron-adapter=file", f"--heron-questions={folder}", "--heron-min-ex=0", *FAST]
+
+
+def _git(path: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=path, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_save_then_compare_and_gate_a_drop(pytester: pytest.Pytester) -> None:
+    common = _setup(pytester)
+    _git(pytester.path, "init", "-q")
+    _git(
+        pytester.path,
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-q",
+        "--allow-empty",
+        "-m",
+        "base",
+    )
+    commit = _git(pytester.path, "rev-parse", "HEAD")
+
+    base = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=right.jsonl", "--heron-save=base"
+    )
+    assert base.ret == 0
+    saved = pytester.path / ".heron" / "runs" / "0001_base.json"
+    base.stdout.fnmatch_lines([f"run saved as {saved}"])
+    stamp = json.loads(saved.read_text())["saved"]
+    assert stamp["name"] == "base" and stamp["number"] == 1
+    assert stamp["commit"]["id"] == commit and stamp["commit"]["dirty"] is False
+    assert stamp["host"] and "cores" in stamp["machine"]
+
+    worse = pytester.runpytest_subprocess(
+        *common,
+        "--heron-predictions=worse.jsonl",
+        "--heron-save",
+        "--heron-compare",
+        "--heron-compare-fail=ex:2",
+    )
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED  # --heron-min-ex=0 alone would pass
+    worse.stdout.fnmatch_lines(
+        [
+            "*heron compare: .heron/runs/0001_base.json (A) against this run (B)*",
+            "multi-state EX@1 *100.0% *66.7%",
+            "A right, B wrong (wins): 1 v001",
+            "B right, A wrong (losses): 0",
+            "--heron-compare-fail: multi-state EX@1 fell 33.3 points (100.0 -> 66.7), more than "
+            "ex:2 -> FAILED",
+        ]
+    )
+    second = pytester.path / ".heron" / "runs" / f"0002_file_{commit[:10]}.json"
+    assert second.is_file()
+
+    # by number, with a limit the drop stays under: the session passes and says so
+    lenient = pytester.runpytest_subprocess(
+        *common,
+        "--heron-predictions=worse.jsonl",
+        "--heron-compare=1",
+        "--heron-compare-fail=ex:40,soft_f1:100",
+    )
+    assert lenient.ret == 0
+    lenient.stdout.fnmatch_lines(["--heron-compare-fail=ex:40,soft_f1:100: passed"])
+    # the newest saved run is the worse one: no drop
+    newest = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=worse.jsonl", "--heron-compare-fail=ex:0"
+    )
+    assert newest.ret == 0
+    newest.stdout.fnmatch_lines([f"*heron compare: .heron/runs/{second.name} (A)*"])
+    # heron compare reads saved runs as any results file
+    assert main(["compare", str(saved), str(second), "--max-drop", "2"]) == 1
+
+
+def test_compare_gate_under_xdist(pytester: pytest.Pytester) -> None:
+    common = _setup(pytester)
+    assert (
+        pytester.runpytest_subprocess(
+            *common, "--heron-predictions=right.jsonl", "--heron-save=base", "-n", "2"
+        ).ret
+        == 0
+    )
+    worse = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=worse.jsonl", "--heron-compare-fail=ex:2", "-n", "2"
+    )
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines(["A right, B wrong (wins): 1 v001", "*fell 33.3 points*FAILED"])
+    saved = json.loads((pytester.path / ".heron/runs/0001_base.json").read_text())
+    assert saved["saved"]["commit"] is None  # not a git repository
+
+
+def test_a_missing_baseline(pytester: pytest.Pytester) -> None:
+    common = _setup(pytester)
+    none_yet = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=right.jsonl", "--heron-compare"
+    )
+    assert none_yet.ret == 0
+    none_yet.stdout.fnmatch_lines(["--heron-compare: no saved run to compare with yet*"])
+    named = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=right.jsonl", "--heron-compare=nightly"
+    )
+    assert named.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--heron-compare=nightly: no saved run of that number or name" in named.stderr.str()
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ("ex", "expected KEY:POINTS"),
+        ("speed:2", "expected KEY:POINTS"),
+        ("ex:-1", "ex: expected a number of points >= 0"),
+        ("ex:nan", "ex: expected a number of points >= 0"),
+        ("ex:two", "ex: expected a number of points >= 0"),
+    ],
+)
+def test_bad_compare_fail_values(text: str, error: str) -> None:
+    with pytest.raises(ConfigError, match=error):
+        parse_fail(text)
+
+
+def test_compare_fail_values() -> None:
+    assert parse_fail("ex:2,grade:0.5") == {"ex": 2.0, "grade": 0.5}
+
+
+def test_bad_save_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    common: list[Any] = _setup(pytester)
+    bad = pytester.runpytest_subprocess(
+        *common, "--heron-predictions=right.jsonl", "--heron-save=../escape"
+    )
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "a run name is 1-64 letters" in bad.stderr.str()

@@ -13,6 +13,8 @@ import http.server
 import json
 import os
 import shutil
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +26,7 @@ from chat_stub import ChatStub, completion
 from pytest_heron import sandbox
 from pytest_heron.board.protocol import parse_protocol
 from pytest_heron.board.submission import About, write_submission
-from pytest_heron.board.verify import check_folder, verify
+from pytest_heron.board.verify import check_folder
 from pytest_heron.browser import build_runner
 from pytest_heron.compare import compare, order_keys
 from pytest_heron.database.checksum import table_checksums, total_line
@@ -285,6 +287,19 @@ def test_a_full_run_is_accepted_by_the_verifier(page: Any, tmp_path: Path) -> No
         "browser", "1", "gold through the browser runner", "nobody", "https://example.org"
     )
     folder = write_submission(results, "browser-full", tmp_path / "submissions", about=about)
-    verdict = verify(folder, protocol, load_questions(), hidden_seed=43, replay_cache=False)
-    assert verdict.reasons == []
-    assert verdict.accepted
+    # the command, in a process of its own (as test_submissions.py runs it): the verifier stops
+    # the server it started, which must not be this session's
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "pytest_heron.cli", "verify-submission", str(folder)),
+            *("--protocol", str(protocol_path), "--hidden-seed", "43", "--no-replay"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict = json.loads((folder / "verdict.json").read_text(encoding="utf-8"))
+    assert verdict["accepted"] is True and verdict["reasons"] == []
+    assert verdict["reproduced"]["ex_multistate"] == 100.0
+    assert protocol.scale == "tiny" and protocol.seeds == (42,)

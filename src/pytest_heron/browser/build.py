@@ -30,6 +30,7 @@ from pytest_heron.generate import load_bundle
 from pytest_heron.paths import cache_dir
 from pytest_heron.run import questions_digest
 from pytest_heron.systems import agent
+from pytest_heron.systems.llm.client import DEFAULT_MAX_TOKENS
 
 ASSETS = ("compare.js", "guard.js", "runner.css", "runner.js", "state.js", "wire.js", "worker.js")
 PAGE = "runner.html"
@@ -73,6 +74,8 @@ def benchmark_document(scale: str, seed: int) -> dict[str, Any]:
             "nothing_ran": agent.NOTHING_RAN,
             "tools": agent.TOOLS,
             "max_calls": agent.MAX_AGENT_CALLS,
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "mode": "tools",
             "preview_rows": agent.PREVIEW_ROWS,
             "cell_chars": agent.CELL_CHARS,
         },

@@ -145,6 +145,22 @@ function tablesReferenced(sqls) {
   return [...found].sort();
 }
 
+/** The request as the Python client sends it (ChatClient.sent_params, wire_messages). */
+function requestBody(settings, messages) {
+  const wire = messages.map((m) => (m.role === "assistant" && m.tool_calls && m.content === null ? { ...m, content: "" } : m));
+  const body = { model: settings.model, messages: wire, temperature: 0, tool_choice: "auto", tools: bench.agent.tools };
+  if (bench.agent.max_tokens !== null) body.max_tokens = bench.agent.max_tokens;
+  return body;
+}
+
+/** What the agent says when its calls ran out (agent.give_up_reason). */
+function giveUpReason(queries, anyOk, earlySubmits, textOnly) {
+  if (earlySubmits) return `results_ok was called ${earlySubmits} times but no query had run successfully before it (${queries} queries run)`;
+  if (anyOk) return `results_ok was never called (${queries} queries run, the last successful one not submitted)`;
+  const tail = textOnly ? `; its last ${textOnly} replies held no action` : "";
+  return `results_ok was never called and no query ran successfully (${queries} queries run${tail})`;
+}
+
 async function chat(settings, messages, deadline, meter) {
   const controller = new AbortController();
   const left = deadline - performance.now();
@@ -156,7 +172,7 @@ async function chat(settings, messages, deadline, meter) {
     response = await fetch(settings.endpoint.replace(/\/+$/, "") + "/chat/completions", {
       method: "POST",
       headers: { "Content-Type": "application/json", Authorization: `Bearer ${settings.key}` },
-      body: JSON.stringify({ model: settings.model, messages, temperature: 0, tools: bench.agent.tools }),
+      body: JSON.stringify(requestBody(settings, messages)),
       signal: controller.signal,
     });
   } catch (exc) {
@@ -201,6 +217,7 @@ async function runAgent(db, settings, q, meter) {
   let lastOk = null;
   let toolsUsed = false;
   let textOnly = 0;
+  let earlySubmits = 0;
   for (let call = 0; call < bench.agent.max_calls; call++) {
     if (performance.now() >= deadline) throw new AdapterFailure("adapter_timeout", `the agent ran out of time after ${meter.calls} LLM calls`);
     const reply = await chat(settings, messages, deadline, meter);
@@ -212,7 +229,7 @@ async function runAgent(db, settings, q, meter) {
     if (!reply.toolCalls.length) {
       textOnly += 1;
       if (!toolsUsed && textOnly >= 2) {
-        throw new AdapterFailure("adapter_error", "the model answered in text twice without calling a tool: the endpoint or model does not seem to support tool calls");
+        throw new AdapterFailure("adapter_error", "the model answered in text twice without calling a tool: the endpoint or model does not seem to support tool calls (the Python agent has --heron-agent-mode grammar for such models)");
       }
       messages.push({ role: "user", content: bench.agent.nudge });
       continue;
@@ -223,6 +240,7 @@ async function runAgent(db, settings, q, meter) {
       let content;
       if (c.name === "results_ok") {
         if (lastOk !== null) return { sql: lastOk, tables: tablesReferenced(ran) };
+        earlySubmits += 1;
         content = bench.agent.nothing_ran;
       } else if (c.name === "run_sql_query") {
         let args = {};
@@ -243,7 +261,10 @@ async function runAgent(db, settings, q, meter) {
       messages.push({ role: "tool", tool_call_id: c.id, content });
     }
   }
-  throw new AdapterFailure("adapter_error", `the agent did not call results_ok within ${bench.agent.max_calls} LLM calls (${ran.length} queries run)`);
+  throw new AdapterFailure(
+    "adapter_error",
+    `the agent reached its limit of ${bench.agent.max_calls} LLM calls without an answer: ` + giveUpReason(ran.length, lastOk !== null, earlySubmits, textOnly),
+  );
 }
 
 // --- scoring ----------------------------------------------------------------------------------
@@ -368,7 +389,7 @@ async function resultsDocument(run) {
       model: run.settings.model,
       temperature: 0,
       samples: 1,
-      adapter_conditions: { runner: "browser" },
+      adapter_conditions: { agent_mode: bench.agent.mode, runner: "browser" },
       price: null,
       n_questions: n,
       tables: bench.tables.length,

@@ -619,7 +619,7 @@ def test_agent_run_under_xdist(pytester: pytest.Pytester, heron_env: Path) -> No
     doc = _doc(pytester.path / "a.json")
     assert doc["metrics"]["ex_multistate"] == 100.0
     assert doc["metrics"]["tokens_prompt"] == 4 * (5 + 7) and len(stub.requests) == 8
-    assert doc["conditions"]["adapter_conditions"] == {}  # the agent has no strategy
+    assert doc["conditions"]["adapter_conditions"] == {"agent_mode": "tools"}  # no strategy
     assert _by_id(doc)["v003"]["tables_in_context"] == ["core.tenants"]
     assert _by_id(doc)["v001"]["tables_in_context"] == []
 

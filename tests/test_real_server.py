@@ -261,8 +261,9 @@ def test_agent_tool_calls_reach_the_sandbox_and_usage_is_the_servers(
     # a tool call came back to the server with the sandbox's answer, on a string-content turn
     later = [ex.request["messages"] for ex in relay.exchanges if len(ex.request["messages"]) > 2]
     assert later, "no second turn: the tool result never went back"
-    tool_turns = [m for msgs in later for m in msgs if m["role"] == "tool"]
-    assert any(json.loads(m["content"]).keys() & {"row_count", "error"} for m in tool_turns)
+    tool_turns = [m["content"] for msgs in later for m in msgs if m["role"] == "tool"]
+    sandbox_said = [t for t in tool_turns if t.startswith("{")]  # not the "run a query first"
+    assert any(json.loads(t).keys() & {"row_count", "error"} for t in sandbox_said), tool_turns
     assert all(
         isinstance(m["content"], str) for msgs in later for m in msgs if m["role"] == "assistant"
     )
@@ -350,7 +351,7 @@ def test_vanna_through_the_proxy_bills_what_the_server_says(
     adapter = make_adapter("vanna")
     adapter.prepare(_ctx(tiny_state.reader_dsn, relay.url, tmp_path / "c.sqlite3"))
     results = [_answer(adapter, q) for q in _questions(2)]
-    assert relay.exchanges
+    assert relay.exchanges, results
     assert _summed([r["usage"] for _, r in results]) == relay.billed()
     for pred, r in results:
         assert pred is not None or (r["kind"] and r["message"]), r
@@ -403,7 +404,12 @@ def test_a_plugin_run_replays_with_the_same_outcomes(
     def outcome(q: dict[str, Any]) -> tuple[Any, ...]:
         return (q["id"], q["error_kind"], q["pred_sql"], q["correct"])
 
-    assert [outcome(q) for q in two["questions"]] == [outcome(q) for q in one["questions"]]
+    replayed = {q["id"]: q for q in two["questions"]}
+    for q in one["questions"]:
+        if q["error_kind"] == "adapter_timeout":  # its last call never came back: not cached
+            assert "no cached reply for question " + q["id"] in replayed[q["id"]]["error"]
+        else:
+            assert outcome(replayed[q["id"]]) == outcome(q)
     assert one["metrics"]["tokens_prompt"] == relay.billed()[0] == two["metrics"]["tokens_prompt"]
     for q in one["questions"]:
         if q["error_kind"] is not None:

@@ -349,11 +349,10 @@ class AgentAdapter(MeteredAdapter):
 
 
 def _refuses_format(exc: LLMError) -> bool:
-    """Whether the endpoint refused the request for its ``json_schema`` response format."""
+    """Whether the endpoint refused the request for its ``json_schema`` response format
+    (llama-cpp-python 0.3 answers it with HTTP 500 and the validation error in the message)."""
     text = str(exc)
-    return "refused the request: HTTP 4" in text and bool(
-        "response_format" in text or "json_schema" in text
-    )
+    return " HTTP " in text and "response_format" in text and "json_schema" in text
 
 
 def give_up_reason(queries: int, any_ok: bool, early_submits: int, text_only: int) -> str:

@@ -35,7 +35,7 @@ import pytest
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.paths import cache_dir
-from pytest_heron.systems.agent import AgentAdapter, grammar_step
+from pytest_heron.systems.agent import NOTHING_RAN, AgentAdapter, grammar_step
 from pytest_heron.systems.child import failure
 from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
 from pytest_heron.systems.raw_llm import RawLLMAdapter
@@ -50,6 +50,9 @@ MODEL = "smollm2"
 N_CTX = 8192
 MAX_TOKENS = 256  # a tiny model rambles: bound each reply
 SERVER_FLAGS = ["--chat_format", "chatml-function-calling", "--n_ctx", str(N_CTX)]
+# per question: a loaded 2-core machine evaluated the agent's 7k-token prompt at ~20 tokens/s
+# (about 6 minutes); an idle one is many times faster
+TIME_LIMIT = 900.0
 
 
 SERVER_PYTHON = os.environ.get("HERON_LLAMA_PYTHON", sys.executable)  # a Python with both
@@ -218,7 +221,7 @@ def _ctx(dsn: str, url: str | None, cache: Path, **llm: Any) -> BenchmarkContext
         seed=42,
         schema_ddl=bundle.ddl,
         tables=tuple(sorted(bundle.tables)),
-        limits=Limits(timeout_s=300.0, statement_timeout_s=10.0),
+        limits=Limits(timeout_s=TIME_LIMIT, statement_timeout_s=10.0),
         llm=LLMOptions(**options),
         data_version=bundle.data_version,
     )
@@ -242,6 +245,16 @@ def _summed(usages: list[dict[str, Any] | None]) -> tuple[int, int]:
     return prompt, sum(int((u or {}).get("completion_tokens") or 0) for u in usages)
 
 
+def _assert_billed(results: list[tuple[Any, dict[str, Any]]], relay: Relay) -> None:
+    """What the harness metered is what the server reported; when a question ran out of time
+    the server may have billed a reply the harness never received: never more, then."""
+    metered, server = _summed([r["usage"] for _, r in results]), relay.billed()
+    if any(r["kind"] == "adapter_timeout" for _, r in results):
+        assert metered[0] <= server[0] and metered[1] <= server[1], (metered, server)
+    else:
+        assert metered == server, results
+
+
 def test_agent_tool_calls_reach_the_sandbox_and_usage_is_the_servers(
     tiny_state: Any, relay: Relay, tmp_path: Path
 ) -> None:
@@ -262,21 +275,26 @@ def test_agent_tool_calls_reach_the_sandbox_and_usage_is_the_servers(
     later = [ex.request["messages"] for ex in relay.exchanges if len(ex.request["messages"]) > 2]
     assert later, "no second turn: the tool result never went back"
     tool_turns = [m["content"] for msgs in later for m in msgs if m["role"] == "tool"]
-    sandbox_said = [t for t in tool_turns if t.startswith("{")]  # not the "run a query first"
-    assert any(json.loads(t).keys() & {"row_count", "error"} for t in sandbox_said), tool_turns
+    assert tool_turns  # every tool call was answered (SmolLM2-135M mostly calls results_ok
+    # before any query: it gets "run a query first"; the forced round below runs its SQL)
+    for text in tool_turns:
+        assert text == NOTHING_RAN or json.loads(text).keys() & {"row_count", "error"}, text
     assert all(
         isinstance(m["content"], str) for msgs in later for m in msgs if m["role"] == "assistant"
     )
-    assert _summed([r["usage"] for _, r in results]) == relay.billed()
+    _assert_billed(results, relay)
     for pred, r in results:
         assert pred is not None or r["kind"] in ("adapter_error", "adapter_timeout"), r
         assert pred is not None or r["message"], r
 
 
-def test_a_tool_call_turn_is_accepted_and_reaches_results_ok(relay: Relay, tmp_path: Path) -> None:
-    """The whole round with the tool forced: run_sql_query, its result sent back (string
-    content on the assistant turn), then results_ok."""
-    from pytest_heron.systems.agent import TOOLS
+def test_a_tool_call_turn_is_accepted_and_reaches_results_ok(
+    tiny_state: Any, relay: Relay, tmp_path: Path
+) -> None:
+    """The whole round with the tool forced: the model's run_sql_query runs in the sandbox, its
+    result goes back (string content on the assistant turn), then results_ok."""
+    from pytest_heron import sandbox
+    from pytest_heron.systems.agent import TOOLS, tool_result
 
     client = ChatClient(
         LLMConfig(endpoint=relay.url, model=MODEL, max_tokens=MAX_TOKENS),
@@ -294,8 +312,11 @@ def test_a_tool_call_turn_is_accepted_and_reaches_results_ok(relay: Relay, tmp_p
     first = client.chat(messages, question_id="q", tools=TOOLS, params={"tool_choice": force})
     assert first.tool_calls and first.tool_calls[0].name == "run_sql_query"
     messages.append(first.message())
+    sql = str(first.tool_calls[0].parsed_arguments().get("sql") or "SELECT 1")
+    ran = sandbox.execute(tiny_state.reader_dsn, sql, timeout_s=10)  # whatever the model wrote
+    assert ran.ok or ran.error_kind in ("db_error", "rejected", "timeout"), ran
     messages.append(
-        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": '{"row_count": 1}'}
+        {"role": "tool", "tool_call_id": first.tool_calls[0].id, "content": tool_result(ran)}
     )
     done = {"type": "function", "function": {"name": "results_ok"}}
     second = client.chat(messages, question_id="q", tools=TOOLS, params={"tool_choice": done})
@@ -318,7 +339,7 @@ def test_grammar_mode_replies_follow_the_schema(
         if ex.body["choices"][0].get("finish_reason") == "length":
             continue  # cut at max_tokens: the grammar could not close the object
         assert grammar_step(content) is not None, content
-    assert _summed([r["usage"] for _, r in results]) == relay.billed()
+    _assert_billed(results, relay)
     assert adapter.conditions(ctx) == {"agent_mode": "grammar"}
 
 
@@ -342,7 +363,7 @@ def test_din_sql_is_classified_and_billed_as_the_server_says(
     pred, r = _answer(adapter, _questions(1)[0])
     if pred is None:  # its 26.9k-token prompt does not fit an 8k context
         assert r["kind"] == "adapter_error" and "context" in r["message"].lower(), r
-    assert _summed([r["usage"]]) == relay.billed()
+    _assert_billed([(pred, r)], relay)
 
 
 def test_vanna_through_the_proxy_bills_what_the_server_says(
@@ -352,7 +373,7 @@ def test_vanna_through_the_proxy_bills_what_the_server_says(
     adapter.prepare(_ctx(tiny_state.reader_dsn, relay.url, tmp_path / "c.sqlite3"))
     results = [_answer(adapter, q) for q in _questions(2)]
     assert relay.exchanges, results
-    assert _summed([r["usage"] for _, r in results]) == relay.billed()
+    _assert_billed(results, relay)
     for pred, r in results:
         assert pred is not None or (r["kind"] and r["message"]), r
 
@@ -387,7 +408,7 @@ def test_a_plugin_run_replays_with_the_same_outcomes(
         "--heron-cache=llmcache",
         "--heron-scale=tiny",
         "--heron-states=1",
-        "--heron-timeout=300",
+        f"--heron-timeout={TIME_LIMIT:g}",
         "-p",
         "no:cacheprovider",
     ]
@@ -410,7 +431,13 @@ def test_a_plugin_run_replays_with_the_same_outcomes(
             assert "no cached reply for question " + q["id"] in replayed[q["id"]]["error"]
         else:
             assert outcome(replayed[q["id"]]) == outcome(q)
-    assert one["metrics"]["tokens_prompt"] == relay.billed()[0] == two["metrics"]["tokens_prompt"]
+    assert one["metrics"]["tokens_prompt"] == two["metrics"]["tokens_prompt"]  # replayed as billed
+    late = any(q["error_kind"] == "adapter_timeout" for q in one["questions"])
+    assert (
+        (one["metrics"]["tokens_prompt"] <= relay.billed()[0])
+        if late
+        else (one["metrics"]["tokens_prompt"] == relay.billed()[0])
+    )
     for q in one["questions"]:
         if q["error_kind"] is not None:
             assert q["error"], q  # readable

@@ -135,6 +135,8 @@ def test_results_file_has_every_key(pytester: pytest.Pytester) -> None:
         "ex1": 100.0,
         "ex_multistate": 100.0,
         "errors": 0,
+        "failures_syntax": 0,
+        "failures_semantic": 0,
     }
     for q in doc["questions"]:
         assert list(q) == list(OUTCOME_FIELDS)  # every field, in the record's order

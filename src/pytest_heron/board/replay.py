@@ -48,6 +48,7 @@ class Replay:
     detail: str
     reasons: list[str] = field(default_factory=list)  # reasons to reject the submission
     tokens_checked: bool = False
+    tokens_differ: bool = False  # SQL confirmed, but the reported token counts are not replayed
     mismatches: int = 0
 
     def to_json(self) -> dict[str, JSON]:
@@ -287,4 +288,4 @@ def replay(
     detail = f"{adapter} regenerated every submitted answer from the shipped cache"
     if not tokens_equal:
         detail += "; the reported token counts differ from the replayed ones"
-    return Replay("confirmed", detail, tokens_checked=checked)
+    return Replay("confirmed", detail, tokens_checked=checked, tokens_differ=not tokens_equal)

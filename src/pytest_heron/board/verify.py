@@ -735,7 +735,7 @@ def verify(
             for name in TOKEN_FIGURES:
                 if name in figures["metrics"]:
                     figures["metrics"][name]["status"] = "checked by the offline replay"
-        elif "token counts differ" in verdict.replay.detail:
+        elif verdict.replay.tokens_differ:
             reasons.append("the reported token counts differ from those the shipped cache replays")
     verdict.reasons = reasons
     verdict.accepted = not reasons

@@ -409,3 +409,54 @@ def test_a_timeout_or_a_death_costs_one_question_and_the_next_gets_a_fresh_child
         assert third not in (first, second) and not _alive(second)
     finally:
         system.close()
+
+
+BILLING = """
+import os, sys, time
+from pytest_heron.systems.llm.client import ChatClient, LLMConfig, Meter
+
+class Billing:
+    name = "billing"
+    def prepare(self, ctx):
+        self.client = ChatClient(LLMConfig(endpoint=os.environ["STUB_URL"], model="stub-model",
+                                           max_attempts=1), adapter="billing")
+    def generate(self, q):
+        meter = Meter()
+        for turn in range(2):
+            self.client.chat([{"role": "user", "content": f"{q.question} {turn}"}],
+                             question_id=q.id, meter=meter)
+        sys.stdout.flush()
+        if q.question == "die":
+            os._exit(3)
+        time.sleep(10**6)  # two replies billed, then never an answer
+"""
+
+
+@pytest.mark.parametrize("how", ["hang", "die"])
+def test_tokens_billed_before_a_kill_stay_with_the_question(
+    direct: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """The child reports each LLM reply as it arrives; when the harness kills it past the time
+    limit (or it dies), the question keeps what the replies that arrived billed."""
+    from chat_stub import ChatStub, completion
+
+    (direct / "billing_adapters.py").write_text(BILLING)
+    replies = [
+        completion("SELECT 1", prompt_tokens=100, completion_tokens=7),
+        completion("SELECT 2", prompt_tokens=120, completion_tokens=9),
+    ]
+    with ChatStub(replies) as stub:
+        monkeypatch.setenv("STUB_URL", stub.url)
+        system = open_system("billing_adapters:Billing", timeout_s=20)
+        try:
+            system.ready(_ctx())
+            q = GoldQuestion("d009", how, "SELECT 1", (), "single", "named")
+            expected: type[Exception] = AdapterTimeout if how == "hang" else AdapterError
+            with pytest.raises(expected) as info:
+                system.ask(q, 8, None)
+            assert len(stub.requests) == 2
+        finally:
+            system.close()
+    usage = getattr(info.value, "usage", None)
+    assert usage is not None, info.value
+    assert (usage["prompt_tokens"], usage["completion_tokens"], usage["calls"]) == (220, 16, 2)

@@ -10,7 +10,9 @@ The exact keys of a column are kept in one of three *families*:
 
 * ``"i"``: an ``int64`` array (a column of ints, or of integral Decimals);
 * ``"f"``: the bits (``int64``) of a ``float64`` array of keys, -0.0 and NaN normalised (floats,
-  Decimals with a fractional part, ints up to 2**53 mixed with them);
+  Decimals with a fractional part, ints up to 2**53 mixed with them); a NULL of a nullable float
+  or Decimal column is the bit pattern :data:`NULL_BITS`, a NaN no key ever has (every NaN key is
+  normalised to one other pattern), so NULL equals only NULL and the family stays numeric;
 * ``"o"``: an object array of canonical keys (text, NULLs, anything else).
 """
 
@@ -46,6 +48,7 @@ _S27: Final = np.uint64(27)
 _S31: Final = np.uint64(31)
 _MASK64: Final = 0xFFFF_FFFF_FFFF_FFFF
 _NAN_BITS: Final = np.float64("nan").view(np.int64)
+NULL_BITS: Final = np.int64(0x7FF0_0000_0000_4E55)  # a NaN payload that _float_bits never makes
 
 
 def mix(z: U64) -> U64:
@@ -193,12 +196,13 @@ def _numeric_column(
     nulls = np.fromiter(map(operator.is_, col, repeat(None)), dtype=bool, count=len(col))
     codes = np.empty(len(col), dtype=np.uint64)
     codes[nulls] = _NULL_CODE
-    codes[~nulls] = mix(_float_bits(floats).view(np.uint64))
+    bits = _float_bits(floats)
+    codes[~nulls] = mix(bits.view(np.uint64))
     if own_keys is not None:
         return ColumnKeys(codes, _objects(own_keys), "o"), own_keys
-    exact = np.full(len(col), None, dtype=object)
-    exact[~nulls] = _objects(_float_keys(floats))  # 1-D first: NAN_KEY is a tuple
-    return ColumnKeys(codes, exact, "o"), exact.tolist()
+    exact = np.full(len(col), NULL_BITS, dtype=np.int64)
+    exact[~nulls] = bits
+    return ColumnKeys(codes, exact, "f"), None
 
 
 _REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
@@ -238,10 +242,13 @@ def _decimal_keys(values: list[object]) -> F64 | None:
 
 
 def _float_keys(keys: F64) -> list[object]:
-    """Python keys from float64 keys (NaN becomes the NaN key)."""
+    """Python keys from float64 keys (NaN becomes the NaN key, :data:`NULL_BITS` None)."""
     out: list[object] = keys.tolist()
-    for i in np.flatnonzero(np.isnan(keys)).tolist():
-        out[i] = NAN_KEY
+    at = np.flatnonzero(np.isnan(keys))
+    if at.size:
+        nulls = keys.view(np.int64)[at] == NULL_BITS
+        for i, null in zip(at.tolist(), nulls.tolist(), strict=True):
+            out[i] = None if null else NAN_KEY
     return out
 
 

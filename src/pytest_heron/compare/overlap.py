@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.compare.columns import (
+    NULL_BITS,
     U64,
     ColumnKeys,
     Side,
@@ -195,8 +196,8 @@ def _rank_keys(ck: ColumnKeys, rows: Idx) -> npt.NDArray[np.generic]:
     """A sort key per row (of ``rows``) of one column, from the keys alone (never from hashes)."""
     if ck.family == "i":
         return ck.exact[rows]
-    if ck.family == "f":
-        return ck.exact.view(np.float64)[rows]
+    if ck.family == "f" and not (ck.exact[rows] == NULL_BITS).any():
+        return ck.exact.view(np.float64)[rows]  # NULLs (NaN bits) would tie with NaN
     every = python_keys(ck)
     keys = [every[i] for i in rows.tolist()]
     distinct = set(keys)

@@ -8,8 +8,10 @@ The wire is one JSON object per line. Requests arrive on file descriptor 0 and r
 file descriptor 1, but before any adapter code runs both are moved to private descriptors: fd 0
 becomes ``/dev/null`` and fd 1 a copy of fd 2 (a pipe the parent drains), so whatever the adapter
 reads or prints cannot reach the wire. Requests (``op``): ``load`` (``name``, ``sys_path``),
-``conditions`` (``ctx``), ``prepare`` (``ctx``), ``generate`` (``question``, ``sample``). Every
-reply has ``ok``; a failed one carries ``kind``, ``message`` and ``usage`` (what the adapter
+``conditions`` (``ctx``), ``prepare`` (``ctx``), ``generate`` (``question``, ``sample``,
+``seq``). While it answers a ``generate``, the process also sends ``{"billed": usage, "seq":
+seq}`` lines, one per LLM reply its meters count (see :meth:`Child.billing`). Every reply has
+``ok``; a failed one carries ``kind``, ``message`` and ``usage`` (what the adapter
 attached to its exception as ``exc.usage``). Everything sent is plain JSON: the helpers below
 turn contexts, questions and answers into it and back.
 """
@@ -24,7 +26,8 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from pytest_heron.errors import (
@@ -132,10 +135,47 @@ def failure(exc: BaseException, op: str = "generate") -> dict[str, Any]:
 
 
 class Child:
-    """The request loop's state: the adapter once loaded."""
+    """The request loop's state: the adapter once loaded, and the reply pipe (shared by the
+    final replies and the billing lines, so one lock keeps lines whole)."""
 
-    def __init__(self) -> None:
+    def __init__(self, replies: IO[bytes] | None = None) -> None:
         self.adapter: Any = None
+        self.replies = replies
+        self._lock = threading.Lock()
+
+    def send(self, reply: Mapping[str, Any]) -> None:
+        if self.replies is None:
+            return
+        data = json.dumps(reply).encode("utf-8", "surrogatepass") + b"\n"
+        with self._lock:
+            self.replies.write(data)
+            self.replies.flush()
+
+    @contextlib.contextmanager
+    def billing(self, seq: Any) -> Iterator[None]:
+        """While the adapter answers: after each LLM reply it gets, a line ``{"billed": usage,
+        "seq": seq}`` with what this request has billed so far (the parent keeps the last one
+        in case it has to kill this process before the answer)."""
+        from pytest_heron.systems.llm import client as llm
+
+        meter = llm.Meter(observed=False)
+        lock = threading.Lock()
+        observing = [True]
+
+        def observe(reply: Any) -> None:
+            with lock:
+                if observing[0]:  # not after the answer: a late line would be the next one's
+                    meter.add(reply)
+                    with contextlib.suppress(Exception):  # a closed pipe: the parent is gone
+                        self.send({"billed": meter.usage(), "seq": seq})
+
+        llm.observe_bills(observe)
+        try:
+            yield
+        finally:
+            with lock:
+                observing[0] = False
+            llm.observe_bills(None)
 
     def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -154,7 +194,8 @@ class Child:
             q = question_from_json(request["question"])
             sample = request.get("sample")
             generate: Any = self.adapter.generate  # ``sample`` is an optional extension
-            raw = generate(q) if sample is None else generate(q, sample=sample)
+            with self.billing(request.get("seq")):
+                raw = generate(q) if sample is None else generate(q, sample=sample)
             return {"ok": True, "value": answer_to_json(raw)}
         return {"ok": False, "kind": "adapter_error", "message": f"unknown request {op!r}"}
 
@@ -203,7 +244,7 @@ def _wire() -> tuple[IO[bytes], IO[bytes]]:
 def main(argv: list[str]) -> None:
     _die_with(int(argv[0]) if argv else os.getppid())
     requests, replies = _wire()
-    child = Child()
+    child = Child(replies)
     while True:
         line = requests.readline()
         if not line:
@@ -216,11 +257,10 @@ def main(argv: list[str]) -> None:
         except BaseException as exc:
             reply = failure(exc, op)
         try:
-            data = json.dumps(reply)
+            json.dumps(reply)
         except (TypeError, ValueError) as exc:
-            data = json.dumps(failure(InvalidPrediction(f"the answer is not JSON: {exc}")))
-        replies.write(data.encode("utf-8", "surrogatepass") + b"\n")
-        replies.flush()
+            reply = failure(InvalidPrediction(f"the answer is not JSON: {exc}"))
+        child.send(reply)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@
 - :class:`ChildSystem` for an entry point or ``module:attr`` (the default): the adapter lives in
   a process of its own (:mod:`pytest_heron.systems.child`), one per pytest process, started in
   its own session. ``prepare`` and ``generate`` each get ``--heron-timeout``; past it the whole
-  process group gets SIGKILL and a fresh process is loaded and prepared for the next question.
+  process group gets SIGKILL and a fresh process is loaded and prepared for the next question
+  (the question keeps the tokens its LLM replies billed before the kill: the process reports
+  them as they arrive).
   Whatever the adapter does there (patch the scorer, hold the GIL, exit, raise
   ``KeyboardInterrupt``, print) reaches the harness only as its answer or as that question's
   ``adapter_error`` / ``adapter_timeout``.
@@ -44,6 +46,7 @@ from pytest_heron.types import Adapter, BenchmarkContext, Prediction
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
 MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
+MAX_BILLED_BYTES = 64 * 1024  # of one billing line (a usage dict is far smaller)
 LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
 CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
 CLI_GRACE_S = 2.0  # the cli adapter enforces --heron-timeout itself; the thread waits this longer
@@ -318,6 +321,8 @@ class ChildSystem:
         self._prepared = False
         self._error: str | None = None
         self._ctx: BenchmarkContext | None = None
+        self._seq = 0  # numbers the requests, so a billing line is read for its own only
+        self._billed: Any = None  # the last billing line of the current request
         try:
             info = self._load(timeout_s)
         except AdapterLookupError:
@@ -394,7 +399,16 @@ class ChildSystem:
         poller.register(err, select.POLLIN)
         poller.register(inp, select.POLLOUT)
         reply = bytearray()
-        while b"\n" not in reply:
+        seq = request.get("seq")
+        while True:
+            while (end := reply.find(b"\n")) >= 0:
+                line = bytes(reply[:end])
+                if not line.startswith(b'{"billed"'):
+                    break
+                del reply[: end + 1]  # a billing line, not the reply
+                self._note_billed(line, seq)
+            if end >= 0:
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise _Overdue
@@ -428,6 +442,23 @@ class ChildSystem:
         except (ValueError, RecursionError):
             raise AdapterError("the adapter's process sent a malformed reply") from None
 
+    def _note_billed(self, line: bytes, seq: Any) -> None:
+        """Keep what a billing line of the current request says (see :mod:`..child`); lines of
+        another request, oversized or malformed ones are ignored (the score reads only the
+        counters of it, as of any usage an adapter reports)."""
+        if len(line) > MAX_BILLED_BYTES:
+            return
+        try:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
+            return
+        if (
+            isinstance(value, dict)
+            and value.get("seq") == seq
+            and isinstance(value.get("billed"), dict)
+        ):
+            self._billed = value["billed"]
+
     def _call(self, request: Mapping[str, Any], timeout_s: float, what: str) -> dict[str, Any]:
         """One request and its reply, within ``timeout_s``; a failed reply raised as the
         exception the scorer knows (AdapterError, InvalidPrediction, TimeoutError) with the
@@ -435,20 +466,27 @@ class ChildSystem:
         it is killed (the next request starts a fresh one)."""
         if self._proc is None:
             self._start()
+        self._seq += 1
+        self._billed = None
+        lost: Exception
         try:
-            reply = self._exchange(request, time.monotonic() + timeout_s)
+            reply = self._exchange({**request, "seq": self._seq}, time.monotonic() + timeout_s)
         except _Overdue:
             self._kill()
-            raise AdapterTimeout(
+            lost = AdapterTimeout(
                 f"the adapter did not {what} within {timeout_s:g}s (--heron-timeout); its "
                 "process was killed"
-            ) from None
+            )
+            lost.usage = self._billed  # type: ignore[attr-defined]  # the replies that arrived
+            raise lost from None
         except _Gone:
             tail = self._tail()
             code = self._kill()
-            raise AdapterError(
+            lost = AdapterError(
                 f"the adapter's process ended ({_status(code)}) before it could {what}{tail}"
-            ) from None
+            )
+            lost.usage = self._billed  # type: ignore[attr-defined]
+            raise lost from None
         except AdapterError:
             self._kill()
             raise

@@ -80,7 +80,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,6 +117,7 @@ __all__ = [
     "default_cache_path",
     "endpoint_id",
     "extract_sql",
+    "observe_bills",
     "require_sdk",
 ]
 
@@ -285,13 +286,29 @@ class ChatReply:
         )
 
 
+_bill_observer: Callable[[ChatReply], None] | None = None
+
+
+def observe_bills(observer: Callable[[ChatReply], None] | None) -> None:
+    """Have ``observer(reply)`` called for every reply any :class:`Meter` counts (None: stop).
+
+    The adapter's own process (:mod:`pytest_heron.systems.child`) uses it to tell the harness
+    what has been billed so far, so a question whose process is killed past its time limit
+    keeps the tokens of the replies that did arrive. The observer must not raise.
+    """
+    global _bill_observer
+    _bill_observer = observer
+
+
 class Meter:
     """Sums one question's LLM calls: billed tokens (a replayed call counts the tokens it
     originally billed), calls, cached calls and each call's latency (a replayed call's recorded
-    one, also summed apart as ``replayed_ms``). Thread-safe."""
+    one, also summed apart as ``replayed_ms``). Thread-safe. Every reply counted is also shown
+    to the observer of :func:`observe_bills`, if one is set."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, observed: bool = True) -> None:
         self._lock = threading.Lock()
+        self.observed = observed  # False: not shown to the observer (the observer's own meter)
         self.calls = 0
         self.cached_calls = 0
         self.prompt_tokens = 0
@@ -318,6 +335,9 @@ class Meter:
             self.latencies_s.append(reply.latency_s)
             if reply.cached:
                 self.replayed_s += reply.latency_s
+        observer = _bill_observer
+        if observer is not None and self.observed:
+            observer(reply)
 
     def usage(self) -> dict[str, int]:
         """The ``Prediction.usage`` dict (``replayed_ms`` only when a call was replayed)."""

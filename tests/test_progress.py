@@ -59,6 +59,24 @@ def test_a_terminal_gets_one_line_redrawn() -> None:
     assert "#" * 24 in text
 
 
+def test_finished_lines_print_above_the_bar_never_on_it() -> None:
+    bar, out = io.StringIO(), io.StringIO()
+    with Steps("audit", 2, stream=bar, tty=True) as steps:
+        steps.above("q001: ok", out)
+        steps.advance(detail="q001")
+        steps.above("q002: ok", out)
+        steps.advance(detail="q002")
+    assert out.getvalue() == "q001: ok\nq002: ok\n"  # the results alone, whole lines
+    text = bar.getvalue()
+    assert text.count("\r\x1b[K") == 2  # the bar wiped before each finished line
+    assert text.endswith("] 100% 2/2 q002\x1b[K\n")
+    plain_bar, plain = io.StringIO(), io.StringIO()
+    with Steps("audit", 1, stream=plain_bar, tty=False) as steps:
+        steps.above("q001: ok", plain)
+        steps.advance()
+    assert plain.getvalue() == "q001: ok\n" and "\r" not in plain_bar.getvalue()
+
+
 def test_seeding_lines_become_steps_and_the_rest_passes() -> None:
     said: list[str] = []
     show = seeding_progress(said.append, "heron_tiny_42_x")

@@ -1,7 +1,8 @@
 """Progress of a long step: a bar redrawn in place on a terminal, plain lines otherwise.
 
 One small helper (standard library only) for every step that takes more than a few seconds:
-seeding, ``heron recall --method embedding``, ``heron verify-submission``. A :class:`Steps`
+seeding, ``heron recall --method embedding``, ``heron verify-submission``, the gold audit. A
+:class:`Steps`
 counts units of work towards a total. When its stream is a terminal it redraws one line
 (``heron: label [#####.....] 40% 4/10 detail``) at most every :data:`REDRAW_S`; otherwise it
 emits a plain line each time another tenth of the work is done (10 %, 20 %, ... 100 %), so a
@@ -89,6 +90,18 @@ class Steps:
         self._show(detail)
         if self.done >= self.total:
             self.close()
+
+    def above(self, text: str, stream: TextIO | None = None) -> None:
+        """Print a finished line (to ``stream``, default stdout) above the bar: on a terminal
+        the bar is wiped first and redrawn after it, so the two never share a line."""
+        out = stream if stream is not None else sys.stdout
+        if self.tty and not self._closed:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+        print(text, file=out, flush=True)
+        if self.tty and not self._closed:
+            self._drawn = 0.0
+            self._show("")
 
     def close(self) -> None:
         """End the bar's line (a terminal); idempotent."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from pytest_heron.audit.gold import state_problems
 from pytest_heron.audit.mutants import MutantResult, kill_rate, mutant_results
 from pytest_heron.audit.static import duplicate_problems, static_problems
+from pytest_heron.progress import Steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         everywhere = [d for dsns in by_scale.values() for d in dsns]
         fks = foreign_keys(everywhere[0])  # the same schema in every state: read once
+        steps = Steps("audit", len(questions))  # seconds per question with its mutants
         for q in questions:
             problems = dict(static_problems(q))
             if q.id in dups:
@@ -63,7 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 line += "".join(f"\n    survivor: {r.description}" for r in alive)
             failures += bool(problems)
-            print(line, flush=True)
+            steps.above(line)
+            steps.advance(detail=q.id)
     finally:
         server.stop()
     if results:

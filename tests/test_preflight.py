@@ -63,6 +63,38 @@ def test_llm_adapter_without_endpoint(pytester: pytest.Pytester) -> None:
     assert "--heron-offline" in err
 
 
+THIRD_PARTY = """
+class Needy:
+    name = "needy"
+    requires = ("heron_no_such_sdk", "json")
+    def prepare(self, ctx): pass
+    def generate(self, q): return "SELECT 1"
+
+class Asks:
+    name = "asks"
+    needs_llm = True
+    def prepare(self, ctx): pass
+    def generate(self, q): return "SELECT 1"
+"""
+
+
+def test_a_third_party_adapter_declares_what_it_needs(pytester: pytest.Pytester) -> None:
+    """``requires`` (lazily imported modules) and ``needs_llm`` are checked before the first
+    question, like the built-in adapters' extras and options."""
+    pytester.makepyfile(tool_adapters=THIRD_PARTY)
+    err = _refused(pytester, "--heron-adapter=tool_adapters:Needy")
+    assert "needs modules that are not installed: heron_no_such_sdk;" in err  # json is there
+    err = _refused(pytester, "--heron-adapter=tool_adapters:Asks")
+    assert "--heron-adapter=tool_adapters:Asks needs --heron-model" in err
+    err = _refused(
+        pytester,
+        "--heron-adapter=tool_adapters:Asks",
+        "--heron-model=m",
+        "--heron-endpoint=http://127.0.0.1:9/v1",
+    )
+    assert "--heron-endpoint http://127.0.0.1:9/v1 cannot be reached" in err
+
+
 def test_refused_endpoint_is_named(pytester: pytest.Pytester) -> None:
     err = _refused(
         pytester,

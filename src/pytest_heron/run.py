@@ -99,6 +99,19 @@ class HeronRun:
             self.system = open_system(
                 name, hook, in_process=settings.in_process, timeout_s=settings.timeout
             )
+        self.asks_a_model = preflight.asks_a_model(name, self.system.needs)
+        try:  # what a third-party adapter declares it needs, checked as the built-ins' are
+            preflight.check_declared(name, self.system.needs)
+            preflight.check_options(
+                name,
+                model=settings.model,
+                endpoint=settings.endpoint,
+                offline=settings.offline,
+                declared=self.system.needs,
+            )
+        except ConfigError:
+            self.system.close()
+            raise
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         if settings.output is not None:
@@ -157,8 +170,7 @@ class HeronRun:
     def _check_endpoint(self, progress: Callable[[str], None]) -> None:
         """An LLM adapter's endpoint answers and serves the model (before any state is built)."""
         s = self.settings
-        needs = preflight.NEEDS.get(s.adapter or "")
-        if needs is None or not needs.llm or s.offline or not s.endpoint or not s.model:
+        if not self.asks_a_model or s.offline or not s.endpoint or not s.model:
             return
         note = preflight.check_endpoint(s.endpoint, s.model, api_key())
         progress(note or f"endpoint {s.endpoint} serves {s.model}")

@@ -366,7 +366,18 @@ def _objects_equal(
 ) -> bool:
     left = _objects(python_keys(a)) if a.family != "o" else a.exact
     right = _objects(python_keys(b)) if b.family != "o" else b.exact
-    return bool((left[ia] == right[ib]).all())
+    return bool((_at(left, ia) == _at(right, ib)).all())
+
+
+def _at(values: npt.NDArray[Any], at: npt.NDArray[np.intp]) -> npt.NDArray[Any]:
+    """``values[at]``, without the copy when ``at`` is every position in order (the common
+    case of one side of a check: copying an object array touches every object once more)."""
+    n = len(values)
+    if n < 2:
+        return values[at]
+    if len(at) == n and at[0] == 0 and at[-1] == n - 1 and bool((at[1:] - at[:-1] == 1).all()):
+        return values
+    return values[at]
 
 
 class Table:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import importlib.util
 import inspect
 import json
 import os
@@ -103,6 +104,25 @@ def accepts_sample(adapter: Any) -> bool:
     except (TypeError, ValueError, AttributeError):
         return False
     return any(p.name == "sample" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def declared_needs(adapter: Any) -> dict[str, Any]:
+    """What an adapter says it needs before it can answer (both optional class attributes):
+    ``needs_llm = True`` (it asks a model: the run then requires ``--heron-model`` and an
+    endpoint that answers, as for the built-in LLM adapters) and ``requires``, the top-level
+    modules it imports lazily; the ones not importable here are returned as ``missing``."""
+    llm = getattr(adapter, "needs_llm", False) is True
+    wanted = getattr(adapter, "requires", ())
+    names = [m for m in wanted if isinstance(m, str)] if isinstance(wanted, (list, tuple)) else []
+    missing = []
+    for name in names[:100]:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name[:200])
+    return {"llm": llm, "missing": missing}
 
 
 def failure(exc: BaseException, op: str = "generate") -> dict[str, Any]:
@@ -214,6 +234,7 @@ class Child:
             "ok": True,
             "version": None if version is None else str(version),
             "sample": accepts_sample(self.adapter),
+            "needs": declared_needs(self.adapter),
             "conditions": callable(getattr(self.adapter, "conditions", None)),
         }
 

@@ -62,6 +62,7 @@ class System(Protocol):
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
+    needs: dict[str, Any]  # what the adapter declares it needs (see child.declared_needs)
     note: str | None  # said in the summary when the adapter is not isolated
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]: ...
@@ -128,6 +129,7 @@ class GoldSystem:
     version: str | None = GoldAdapter.version
     takes_sample = False
     note: str | None = None
+    needs: dict[str, Any] = {"llm": False, "missing": []}  # noqa: RUF012 (never changed)
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
         return {}
@@ -152,6 +154,7 @@ class FileSystem:
     version: str | None = None
     takes_sample = False
     note: str | None = None
+    needs: dict[str, Any] = {"llm": False, "missing": []}  # noqa: RUF012 (never changed)
 
     def __init__(self, predictions: PredictionFile) -> None:
         self.predictions = predictions
@@ -227,6 +230,7 @@ class InProcessSystem:
         version = getattr(self.probe, "version", None)
         self.version: str | None = None if version is None else str(version)
         self.takes_sample = wire.accepts_sample(self.probe)
+        self.needs = wire.declared_needs(self.probe)
         self._adapter: Adapter | None = None
         self._error: str | None = None
 
@@ -335,6 +339,13 @@ class ChildSystem:
         self.version: str | None = None if version is None else str(version)
         self.takes_sample = info.get("sample") is True
         self._has_conditions = info.get("conditions") is True
+        needs = info.get("needs")
+        needs = needs if isinstance(needs, dict) else {}
+        missing = needs.get("missing")
+        self.needs = {
+            "llm": needs.get("llm") is True,
+            "missing": [str(m)[:200] for m in missing[:100]] if isinstance(missing, list) else [],
+        }
 
     # -- the process
 

@@ -4,9 +4,11 @@ A misconfiguration found here stops the run with one :class:`~pytest_heron.error
 (a pytest usage error, exit status 4) that names what is wrong and what to do, instead of
 failing every question the same way and writing a 0 % results file. Checked, in this order:
 
-1. the adapter's extra is installed (:data:`NEEDS` lists what the built-in adapters import);
+1. the adapter's extra is installed (:data:`NEEDS` lists what the built-in adapters import; a
+   third-party adapter may list its lazily imported modules in a ``requires`` attribute);
 2. the options it cannot run without are given (an LLM adapter needs ``--heron-model``, and
-   ``--heron-endpoint`` unless ``--heron-offline``);
+   ``--heron-endpoint`` unless ``--heron-offline``; a third-party adapter that asks a model
+   says so with ``needs_llm = True``);
 3. the endpoint answers and knows the model: ``GET {endpoint}/models`` on an OpenAI-compatible
    server. A refused connection, a rejected key or a model the list does not hold is an error;
    a server without ``/models`` (or whose list cannot be read) is only noted, and the model is
@@ -89,10 +91,35 @@ def check_extras(adapter: str) -> None:
         )
 
 
-def check_options(adapter: str, *, model: str | None, endpoint: str | None, offline: bool) -> None:
-    """The options an LLM adapter cannot run without."""
+def check_declared(adapter: str, declared: dict[str, Any]) -> None:
+    """The modules a third-party adapter declares in ``requires`` are importable (see
+    :func:`pytest_heron.systems.child.declared_needs`)."""
+    missing = declared.get("missing") or []
+    if missing:
+        raise ConfigError(
+            f"the adapter {adapter!r} needs modules that are not installed: "
+            f"{', '.join(map(str, missing))}; install what its documentation names (usually "
+            "its package with an extra), in the Python that runs pytest"
+        )
+
+
+def asks_a_model(adapter: str, declared: dict[str, Any] | None = None) -> bool:
+    """Whether ``adapter`` asks a model: a built-in LLM adapter, or one declaring
+    ``needs_llm = True``."""
     needs = NEEDS.get(adapter)
-    if needs is None or not needs.llm:
+    return (needs is not None and needs.llm) or bool(declared and declared.get("llm") is True)
+
+
+def check_options(
+    adapter: str,
+    *,
+    model: str | None,
+    endpoint: str | None,
+    offline: bool,
+    declared: dict[str, Any] | None = None,
+) -> None:
+    """The options an LLM adapter cannot run without."""
+    if not asks_a_model(adapter, declared):
         return
     if not model:
         raise ConfigError(

@@ -182,9 +182,15 @@ def grammar_step(content: str | None) -> Step | None:
     'results_ok'
     >>> grammar_step("SELECT 1") is None
     True
+
+    Raw control characters inside a string are accepted: llama-cpp-python's grammar for a JSON
+    string lets a model write a newline unescaped (seen against the real server).
+
+    >>> grammar_step('{"action": "run_sql_query", "sql": "SELECT 1\\nFROM t"}').sql
+    'SELECT 1\\nFROM t'
     """
     try:
-        value = json.loads(content or "")
+        value = json.loads(content or "", strict=False)
     except ValueError:
         return None
     if not isinstance(value, dict) or value.get("action") not in ACTIONS:

@@ -133,15 +133,19 @@ _HASHED: Final = frozenset(
 )
 
 
-def _hashed_codes(col: list[object]) -> U64 | None:
-    """Codes of a column of text, NULLs, dates and the like (None if it holds anything else)."""
-    out = np.empty(len(col), dtype=np.int64)
-    for start in range(0, len(col), _CHUNK):
+def _hashed_codes(col: list[object]) -> tuple[U64, Obj] | None:
+    """Codes and the object array of a column of text, NULLs, dates and the like (None if it
+    holds anything else). One chunk at a time: each value is read three times while in cache."""
+    n = len(col)
+    out = np.empty(n, dtype=np.int64)
+    exact = np.empty(n, dtype=object)
+    for start in range(0, n, _CHUNK):
         part = col[start : start + _CHUNK]
         if not set(map(type, part)) <= _HASHED:
             return None
         out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
-    return mix(out.view(np.uint64))
+        exact[start : start + len(part)] = _objects(part)
+    return mix(out.view(np.uint64)), exact
 
 
 def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
@@ -157,9 +161,9 @@ def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
         if keys is not None:
             return _float_family(keys), None
     if first in _HASHED:
-        codes = _hashed_codes(col)
-        if codes is not None:
-            return ColumnKeys(codes, _objects(col), "o"), col
+        hashed = _hashed_codes(col)
+        if hashed is not None:
+            return ColumnKeys(hashed[0], hashed[1], "o"), col
     kinds = set(map(type, col))
     numeric = kinds - {_NONE}
     if len(numeric) == 1 and numeric <= {int, float, decimal.Decimal}:

@@ -452,6 +452,51 @@ def test_interrupted_run_resumes_with_every_question_once(pytester: pytest.Pytes
     assert sorted(r["id"] for r in records[1:]) == ["v001", "v002", "v003"]
 
 
+REFUSING = (
+    GOLD
+    + """
+import os
+from pytest_heron.errors import AdapterError
+
+class Refusing:
+    name = "refusing"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        if q.id == "v002" and os.path.exists("endpoint-down"):
+            raise AdapterError("cannot connect to the endpoint http://127.0.0.1:9/v1: the "
+                               "connection was refused (is the server running?)")
+        return GOLD[q.id]
+"""
+)
+
+
+def test_resume_asks_again_what_a_refused_endpoint_failed_and_a_finished_journal_exits_0(
+    pytester: pytest.Pytester,
+) -> None:
+    private = _private(pytester)
+    pytester.makepyfile(refusing=REFUSING)
+    args = ["--heron-adapter=refusing:Refusing", f"--heron-questions={private}"]
+    args += ["--heron-output=r.json", *FAST]
+    (pytester.path / "endpoint-down").write_text("")
+    down = pytester.runpytest_subprocess(*args)
+    down.assert_outcomes(passed=2, failed=1)
+    assert _results(pytester.path / "r.json")["metrics"]["ex_multistate"] < 100
+    (pytester.path / "endpoint-down").unlink()  # the server is back
+    back = pytester.runpytest_subprocess(*args, "--heron-resume")
+    back.assert_outcomes(passed=1, deselected=2)
+    back.stdout.fnmatch_lines(
+        [
+            "*journal: 1 question(s) had failed because the endpoint refused the connection, and "
+            "were asked again: v002*"
+        ]
+    )
+    assert _results(pytester.path / "r.json")["metrics"]["ex_multistate"] == 100.0
+    again = pytester.runpytest_subprocess(*args, "--heron-resume")
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str()  # not 5: the run is complete
+    again.assert_outcomes(deselected=3)
+    again.stdout.fnmatch_lines(["*resumed: 3 questions taken from the journal*"])
+
+
 def test_resume_needs_an_output_and_a_journal(pytester: pytest.Pytester) -> None:
     private = _private(pytester)
     no_output = pytester.runpytest_subprocess(

@@ -19,6 +19,11 @@ class ErrorKind(StrEnum):
     INFRA_CRASH = "infra_crash"  # the harness failed (never the adapter's fault)
 
 
+# how an LLM adapter's message starts when nothing listened at the endpoint (the client's
+# wording); a resumed run asks such questions again (the endpoint was down, not the model wrong)
+ENDPOINT_REFUSED = "cannot connect to the endpoint "
+
+
 class HeronError(Exception):
     """Base class of every error pytest-heron raises on purpose."""
 

@@ -166,6 +166,17 @@ class HeronPlugin:
             session.testsfailed += 1
         return result
 
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # a resumed run with every question in its journal ran no item: that is a finished
+        # run, not pytest's "no tests collected" (exit status 5)
+        if (
+            not _is_worker(self.config)
+            and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED
+            and self.run.resumed
+            and self.run.results is not None
+        ):
+            session.exitstatus = pytest.ExitCode.OK
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if _is_worker(self.config) or self.run.results is None:
             return
@@ -192,6 +203,12 @@ class HeronPlugin:
             tr.write_line(
                 f"journal: {len(self.run.dropped)} record(s) were not valid outcomes and their "
                 f"questions were asked again: {' '.join(self.run.dropped)}",
+                yellow=True,
+            )
+        if self.run.refused:
+            tr.write_line(
+                f"journal: {len(self.run.refused)} question(s) had failed because the endpoint "
+                f"refused the connection, and were asked again: {' '.join(self.run.refused)}",
                 yellow=True,
             )
         if self.run.settings.output is not None:

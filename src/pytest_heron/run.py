@@ -32,7 +32,14 @@ from pytest_heron.board.protocol import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.database.server import Server, choose, start
 from pytest_heron.database.states import State, ensure_state
 from pytest_heron.dataset.questions import GoldQuestion, load_questions
-from pytest_heron.errors import AdapterError, ConfigError, ErrorKind, HeronError, ResultsFileError
+from pytest_heron.errors import (
+    ENDPOINT_REFUSED,
+    AdapterError,
+    ConfigError,
+    ErrorKind,
+    HeronError,
+    ResultsFileError,
+)
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results.comparison import Comparison, compare_runs
@@ -137,6 +144,7 @@ class HeronRun:
         self.journal: Journal | None = None
         self.resumed: list[str] = []
         self.dropped: list[str] = []  # journal records that failed validation (asked again)
+        self.refused: list[str] = []  # journal records of a refused endpoint (asked again)
 
     # -- controller ---------------------------------------------------------------------------
 
@@ -248,10 +256,18 @@ class HeronRun:
             if qid not in self.questions:
                 continue
             try:
-                self.outcomes[qid] = Outcome.from_json(record, f"journal record {qid!r}")
+                outcome = Outcome.from_json(record, f"journal record {qid!r}")
             except ResultsFileError:
                 self.dropped.append(qid)  # asked again rather than trusted
+                continue
+            if outcome.error_kind == ErrorKind.ADAPTER_ERROR and (outcome.error or "").startswith(
+                ENDPOINT_REFUSED
+            ):
+                self.refused.append(qid)  # the endpoint was down: asked again once it is back
+                continue
+            self.outcomes[qid] = outcome
         self.dropped.sort()
+        self.refused.sort()
         self.resumed = sorted(self.outcomes)
 
     def fingerprint(self) -> dict[str, Any]:

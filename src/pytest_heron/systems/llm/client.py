@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_heron.errors import AdapterError, OutOfTime
+from pytest_heron.errors import ENDPOINT_REFUSED, AdapterError, OutOfTime
 from pytest_heron.systems.llm.cache import (
     KEY_FORMAT,
     ResponseCache,
@@ -677,7 +677,7 @@ class ChatClient:
             except openai.APIConnectionError as exc:
                 if _refused(exc):
                     raise LLMError(
-                        f"cannot connect to the endpoint {where}: the connection was refused "
+                        f"{ENDPOINT_REFUSED}{where}: the connection was refused "
                         "(is the server running, and is --heron-endpoint right?)"
                     ) from None
                 last = f"{type(exc).__name__}: {_cause(exc)}"

@@ -460,3 +460,29 @@ def test_tokens_billed_before_a_kill_stay_with_the_question(
     usage = getattr(info.value, "usage", None)
     assert usage is not None, info.value
     assert (usage["prompt_tokens"], usage["completion_tokens"], usage["calls"]) == (220, 16, 2)
+
+
+FLOODING = """
+from pytest_heron.systems.llm import client
+
+class Flooding:
+    name = "flooding"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        reply = client.ChatReply(content="SELECT 1", prompt_tokens=1, completion_tokens=1)
+        for _ in range(20_000):  # the observer the child installed, called directly
+            client._bill_observer(reply)
+        return "SELECT 1"
+"""
+
+
+def test_a_flood_of_billing_lines_costs_the_question_not_the_run(direct: Path) -> None:
+    (direct / "flooding_adapters.py").write_text(FLOODING)
+    system = open_system("flooding_adapters:Flooding", timeout_s=20)
+    try:
+        system.ready(_ctx())
+        with pytest.raises(AdapterError, match="more than 10,000 billing lines"):
+            system.ask(QUESTION, 20, None)
+        system.ready(_ctx())  # a fresh process for the next question
+    finally:
+        system.close()

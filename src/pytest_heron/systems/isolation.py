@@ -47,6 +47,7 @@ from pytest_heron.types import Adapter, BenchmarkContext, Prediction
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
 MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
 MAX_BILLED_BYTES = 64 * 1024  # of one billing line (a usage dict is far smaller)
+MAX_BILLED_LINES = 10_000  # per request: one per LLM reply (an agent makes at most 20 calls)
 LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
 CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
 CLI_GRACE_S = 2.0  # the cli adapter enforces --heron-timeout itself; the thread waits this longer
@@ -411,12 +412,19 @@ class ChildSystem:
         poller.register(inp, select.POLLOUT)
         reply = bytearray()
         seq = request.get("seq")
+        billing_lines = 0
         while True:
             while (end := reply.find(b"\n")) >= 0:
                 line = bytes(reply[:end])
                 if not line.startswith(b'{"billed"'):
                     break
                 del reply[: end + 1]  # a billing line, not the reply
+                billing_lines += 1
+                if billing_lines > MAX_BILLED_LINES:
+                    raise AdapterError(
+                        f"the adapter's process sent more than {MAX_BILLED_LINES:,} billing "
+                        "lines for one request"
+                    )
                 self._note_billed(line, seq)
             if end >= 0:
                 break

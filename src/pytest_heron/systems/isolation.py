@@ -414,10 +414,8 @@ class ChildSystem:
         seq = request.get("seq")
         billing_lines = 0
         while True:
-            while (end := reply.find(b"\n")) >= 0:
+            while (end := reply.find(b"\n")) >= 0 and reply.startswith(b'{"billed"'):
                 line = bytes(reply[:end])
-                if not line.startswith(b'{"billed"'):
-                    break
                 del reply[: end + 1]  # a billing line, not the reply
                 billing_lines += 1
                 if billing_lines > MAX_BILLED_LINES:

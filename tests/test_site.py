@@ -219,7 +219,13 @@ def test_heron_site_command_builds_board_runs_and_compare(
     runs = _runs(tmp_path)
     out = tmp_path / "site"
     assert main(["site", "--board", str(BOARD), "--runs", *map(str, runs), "--out", str(out)]) == 0
-    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    said = capsys.readouterr()
+    assert said.out.strip() == str(out / "index.html")
+    # progress while the pages render: board, 2 runs, comparisons, index, 100 questions, schema
+    steps = [line for line in said.err.splitlines() if line.startswith("heron: site pages:")]
+    assert steps[0] == "heron: site pages: 0/106 (0%)", steps
+    assert steps[-1] == "heron: site pages: 106/106 (100%, schema)", steps
+    assert len(steps) == 11
     compare = (out / "compare" / "gold--flawed.html").read_text()
     wrong = sum(not o.correct for o in flawed_run().outcomes)
     assert f'data-metric="a_only"><div class="num">{wrong}</div>' in compare

@@ -52,12 +52,28 @@ def build_site(
         gold=None if gold is None else gold(qs, the_runs),
         runner=runner,
     )
-    written = write_files(out, render_site(data))
+    written = write_files(out, render_site(data, _page_steps() if progress else None))
     if runner:
         from pytest_heron.browser import build_runner
 
         written.append(build_runner(out / "runner", progress=progress))
     return written
+
+
+def _page_steps() -> Callable[[int, int, str], None]:
+    """A progress callback for :func:`render_site`: a bar on a terminal, plain tenths
+    otherwise (:class:`pytest_heron.progress.Steps`, made at the first call, when the total
+    is known)."""
+    from pytest_heron.progress import Steps
+
+    made: list[Steps] = []
+
+    def advance(done: int, total: int, what: str) -> None:
+        if not made:
+            made.append(Steps("site pages", total))
+        made[0].advance(detail=what)
+
+    return advance
 
 
 def report_pages(

@@ -15,7 +15,8 @@ schema pages beside it).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -512,25 +513,39 @@ class _Site:
             )
 
 
-def render_site(data: SiteInput) -> dict[str, str]:
-    """Every page of the site (or of the one-run report folder), by relative path."""
+def render_site(
+    data: SiteInput, progress: Callable[[int, int, str], None] | None = None
+) -> dict[str, str]:
+    """Every page of the site (or of the one-run report folder), by relative path.
+    ``progress(done, total, what)`` is called after each unit of work (a run's page, a
+    question's page, the board, the schema pages)."""
     site = _Site(data)
+    work: list[tuple[str, Callable[[], None]]] = []
     if data.report:
-        for run in data.runs:
-            site.run_page(run)
+        work += [(run.slug, functools.partial(site.run_page, run)) for run in data.runs]
     else:
         if data.board is not None:
-            site.board(data.board)
-            site.runs_index("runs/index.html")
+
+            def board(b: Any = data.board) -> None:
+                site.board(b)
+                site.runs_index("runs/index.html")
+
+            work.append(("board", board))
         else:
-            site.runs_index("index.html")
-            site.runs_index("runs/index.html")
-        for run in data.runs:
-            site.run_page(run)
+
+            def indexes() -> None:
+                site.runs_index("index.html")
+                site.runs_index("runs/index.html")
+
+            work.append(("runs", indexes))
+        work += [(run.slug, functools.partial(site.run_page, run)) for run in data.runs]
         if len(data.runs) >= 2:
-            site.compare_pages()
-    site.questions_index()
-    for qid in site.question_ids():
-        site.question_page(qid)
-    site.schema_pages()
+            work.append(("comparisons", site.compare_pages))
+    work.append(("questions", site.questions_index))
+    work += [(qid, functools.partial(site.question_page, qid)) for qid in site.question_ids()]
+    work.append(("schema", site.schema_pages))
+    for done, (what, job) in enumerate(work, 1):
+        job()
+        if progress is not None:
+            progress(done, len(work), what)
     return dict(sorted(site.files.items()))

@@ -1,12 +1,12 @@
 """Progress of a long step: a bar redrawn in place on a terminal, plain lines otherwise.
 
 One small helper (standard library only) for every step that takes more than a few seconds:
-seeding, ``heron recall --method embedding``, ``heron verify-submission``, the gold audit. A
-:class:`Steps`
-counts units of work towards a total. When its stream is a terminal it redraws one line
-(``heron: label [#####.....] 40% 4/10 detail``) at most every :data:`REDRAW_S`; otherwise it
-emits a plain line each time another tenth of the work is done (10 %, 20 %, ... 100 %), so a
-log or a CI page gets at most eleven lines per step, the same ones on every run.
+seeding, ``heron recall --method embedding``, ``heron verify-submission``, the gold audit,
+``heron site``. A :class:`Steps` counts units of work towards a total. When its stream is a
+terminal it redraws one line (``heron: label [#####.....] 40% 4/10 detail``) at most every
+:data:`REDRAW_S`; otherwise it emits a plain line each time another tenth of the work is done
+(10 %, 20 %, ... 100 %), so a log or a CI page gets at most eleven lines per step, the same ones
+on every run.
 
 >>> lines = []
 >>> steps = Steps("embedding", 4, emit=lines.append, tty=False)

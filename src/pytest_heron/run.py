@@ -107,18 +107,19 @@ class HeronRun:
                 name, hook, in_process=settings.in_process, timeout_s=settings.timeout
             )
         self.asks_a_model = preflight.asks_a_model(name, self.system.needs)
-        try:  # what a third-party adapter declares it needs, checked as the built-ins' are
-            preflight.check_declared(name, self.system.needs)
-            preflight.check_options(
-                name,
-                model=settings.model,
-                endpoint=settings.endpoint,
-                offline=settings.offline,
-                declared=self.system.needs,
-            )
-        except ConfigError:
-            self.system.close()
-            raise
+        if name not in preflight.NEEDS:  # the built-ins were checked above, before the process
+            try:  # what a third-party adapter declares it needs, checked as the built-ins' are
+                preflight.check_declared(name, self.system.needs)
+                preflight.check_options(
+                    name,
+                    model=settings.model,
+                    endpoint=settings.endpoint,
+                    offline=settings.offline,
+                    declared=self.system.needs,
+                )
+            except ConfigError:
+                self.system.close()
+                raise
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         if settings.output is not None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
-import importlib.util
 import inspect
 import json
 import os
@@ -114,15 +113,9 @@ def declared_needs(adapter: Any) -> dict[str, Any]:
     llm = getattr(adapter, "needs_llm", False) is True
     wanted = getattr(adapter, "requires", ())
     names = [m for m in wanted if isinstance(m, str)] if isinstance(wanted, (list, tuple)) else []
-    missing = []
-    for name in names[:100]:
-        try:
-            found = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            missing.append(name[:200])
-    return {"llm": llm, "missing": missing}
+    from pytest_heron.systems.preflight import missing_modules
+
+    return {"llm": llm, "missing": [m[:200] for m in missing_modules(names[:100])]}
 
 
 def failure(exc: BaseException, op: str = "generate") -> dict[str, Any]:
@@ -163,10 +156,11 @@ class Child:
         self.replies = replies
         self._lock = threading.Lock()
 
-    def send(self, reply: Mapping[str, Any]) -> None:
+    def send(self, text: str) -> None:
+        """Write one JSON line on the wire (whole, whichever thread sends)."""
         if self.replies is None:
             return
-        data = json.dumps(reply).encode("utf-8", "surrogatepass") + b"\n"
+        data = text.encode("utf-8", "surrogatepass") + b"\n"
         with self._lock:
             self.replies.write(data)
             self.replies.flush()
@@ -187,7 +181,7 @@ class Child:
                 if observing[0]:  # not after the answer: a late line would be the next one's
                     meter.add(reply)
                     with contextlib.suppress(Exception):  # a closed pipe: the parent is gone
-                        self.send({"billed": meter.usage(), "seq": seq})
+                        self.send(json.dumps({"billed": meter.usage(), "seq": seq}))
 
         llm.observe_bills(observe)
         try:
@@ -278,10 +272,10 @@ def main(argv: list[str]) -> None:
         except BaseException as exc:
             reply = failure(exc, op)
         try:
-            json.dumps(reply)
+            data = json.dumps(reply)
         except (TypeError, ValueError) as exc:
-            reply = failure(InvalidPrediction(f"the answer is not JSON: {exc}"))
-        child.send(reply)
+            data = json.dumps(failure(InvalidPrediction(f"the answer is not JSON: {exc}")))
+        child.send(data)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from pytest_heron.types import Adapter, BenchmarkContext, Prediction
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
 MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
 MAX_BILLED_BYTES = 64 * 1024  # of one billing line (a usage dict is far smaller)
+NO_NEEDS: Mapping[str, Any] = {"llm": False, "missing": []}  # gold and file: harness code only
 MAX_BILLED_LINES = 10_000  # per request: one per LLM reply (an agent makes at most 20 calls)
 LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
 CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
@@ -63,7 +64,7 @@ class System(Protocol):
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
-    needs: dict[str, Any]  # what the adapter declares it needs (see child.declared_needs)
+    needs: Mapping[str, Any]  # what the adapter declares it needs (see child.declared_needs)
     note: str | None  # said in the summary when the adapter is not isolated
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]: ...
@@ -130,7 +131,7 @@ class GoldSystem:
     version: str | None = GoldAdapter.version
     takes_sample = False
     note: str | None = None
-    needs: dict[str, Any] = {"llm": False, "missing": []}  # noqa: RUF012 (never changed)
+    needs: Mapping[str, Any] = NO_NEEDS
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
         return {}
@@ -155,7 +156,7 @@ class FileSystem:
     version: str | None = None
     takes_sample = False
     note: str | None = None
-    needs: dict[str, Any] = {"llm": False, "missing": []}  # noqa: RUF012 (never changed)
+    needs: Mapping[str, Any] = NO_NEEDS
 
     def __init__(self, predictions: PredictionFile) -> None:
         self.predictions = predictions
@@ -231,7 +232,7 @@ class InProcessSystem:
         version = getattr(self.probe, "version", None)
         self.version: str | None = None if version is None else str(version)
         self.takes_sample = wire.accepts_sample(self.probe)
-        self.needs = wire.declared_needs(self.probe)
+        self.needs: Mapping[str, Any] = wire.declared_needs(self.probe)
         self._adapter: Adapter | None = None
         self._error: str | None = None
 
@@ -343,7 +344,7 @@ class ChildSystem:
         needs = info.get("needs")
         needs = needs if isinstance(needs, dict) else {}
         missing = needs.get("missing")
-        self.needs = {
+        self.needs: Mapping[str, Any] = {
             "llm": needs.get("llm") is True,
             "missing": [str(m)[:200] for m in missing[:100]] if isinstance(missing, list) else [],
         }

@@ -25,7 +25,7 @@ import importlib.util
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,8 @@ def install_hint(extra: str) -> str:
     return f"pip install '.[{extra}]' from a clone, or pip install 'pytest-heron[{extra}]'"
 
 
-def _missing(modules: Sequence[str]) -> list[str]:
+def missing_modules(modules: Sequence[str]) -> list[str]:
+    """Those of ``modules`` that cannot be imported here (looked up, never imported)."""
     missing = []
     for name in modules:
         try:
@@ -83,7 +84,7 @@ def check_extras(adapter: str) -> None:
     needs = NEEDS.get(adapter)
     if needs is None or needs.extra is None:
         return
-    missing = _missing(needs.modules)
+    missing = missing_modules(needs.modules)
     if missing:
         raise ConfigError(
             f"the {adapter} adapter needs the {needs.extra!r} extra (missing: "
@@ -91,7 +92,7 @@ def check_extras(adapter: str) -> None:
         )
 
 
-def check_declared(adapter: str, declared: dict[str, Any]) -> None:
+def check_declared(adapter: str, declared: Mapping[str, Any]) -> None:
     """The modules a third-party adapter declares in ``requires`` are importable (see
     :func:`pytest_heron.systems.child.declared_needs`)."""
     missing = declared.get("missing") or []
@@ -103,7 +104,7 @@ def check_declared(adapter: str, declared: dict[str, Any]) -> None:
         )
 
 
-def asks_a_model(adapter: str, declared: dict[str, Any] | None = None) -> bool:
+def asks_a_model(adapter: str, declared: Mapping[str, Any] | None = None) -> bool:
     """Whether ``adapter`` asks a model: a built-in LLM adapter, or one declaring
     ``needs_llm = True``."""
     needs = NEEDS.get(adapter)
@@ -116,7 +117,7 @@ def check_options(
     model: str | None,
     endpoint: str | None,
     offline: bool,
-    declared: dict[str, Any] | None = None,
+    declared: Mapping[str, Any] | None = None,
 ) -> None:
     """The options an LLM adapter cannot run without."""
     if not asks_a_model(adapter, declared):

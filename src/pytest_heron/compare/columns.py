@@ -178,6 +178,9 @@ def _numeric_column(
     col: list[object], kind: type, has_null: bool
 ) -> tuple[ColumnKeys, list[object] | None] | None:
     """A column of one number type, maybe with NULLs; None to leave it to the generic path."""
+    if kind is decimal.Decimal:
+        made = _decimal_column(col)
+        return None if made is None else (made, None)
     values = [v for v in col if v is not None] if has_null else col
     own_keys: list[object] | None = None
     if kind is int:
@@ -188,11 +191,9 @@ def _numeric_column(
             return _int_family(ints), col
         floats: F64 | None = ints.astype(np.float64)
         own_keys = col
-    elif kind is float:
+    else:
         floats = _typed(values, float, np.float64)
         floats = None if floats is None else grid(floats)
-    else:
-        floats = _decimal_keys(values)
     if floats is None:
         return None
     if not has_null:
@@ -212,25 +213,26 @@ def _numeric_column(
 _REMAINDER: Final = decimal.Context(prec=28, traps=[decimal.InvalidOperation])
 
 
-def _decimal_keys(values: list[object]) -> F64 | None:
-    """Keys of Decimals as float64: integers as themselves (exact up to 2**53), others gridded.
+def _decimal_column(col: list[object]) -> ColumnKeys | None:
+    """Keys of a column of Decimals and NULLs in the ``"f"`` family: integers as themselves
+    (exact up to 2**53), other values gridded, NULLs as :data:`NULL_BITS`.
 
     None when a value needs the per-value path: an infinity or signalling NaN, an integer part
     too long for the remainder, an integer beyond 2**53.
     """
-    decimals = cast("list[decimal.Decimal]", values)
+    cells = _objects(col)
     try:
-        floats = np.fromiter(map(float, decimals), dtype=np.float64, count=len(values))
+        floats = cells.astype(np.float64)  # a NULL becomes NaN, a Decimal its nearest float
     except ValueError:  # a signalling NaN
         return None
     if np.isinf(floats).any():
         return None
     # An integral Decimal has an integral nearest float (floats from 2**52 on are all whole), so
-    # only the values whose float is whole need the exact test (NaN is not whole).
+    # only the values whose float is whole need the exact test (NaN and NULL are not whole).
     maybe = np.flatnonzero(floats == np.rint(floats))
-    integral = np.zeros(len(values), dtype=bool)
+    integral = np.zeros(len(col), dtype=bool)
     if maybe.size:
-        picked = [decimals[i] for i in maybe.tolist()]
+        picked = cast("list[decimal.Decimal]", cells[maybe].tolist())
         try:
             fractions = list(map(_REMAINDER.remainder, picked, repeat(D_ONE)))
         except decimal.InvalidOperation:  # an integer part longer than the context's precision
@@ -242,7 +244,14 @@ def _decimal_keys(values: list[object]) -> F64 | None:
     if keys is None:
         return None
     keys[integral] = floats[integral]
-    return keys
+    bits = _float_bits(keys)
+    codes = mix(bits.view(np.uint64))
+    nan_at = np.flatnonzero(np.isnan(floats))
+    if nan_at.size:  # NULLs among them (a Decimal NaN keeps the NaN key)
+        nulls = nan_at[np.fromiter(map(operator.is_, cells[nan_at], repeat(None)), bool)]
+        bits[nulls] = NULL_BITS
+        codes[nulls] = _NULL_CODE
+    return ColumnKeys(codes, bits, "f")
 
 
 def _float_keys(keys: F64) -> list[object]:

@@ -52,7 +52,7 @@ class RowChecker:
         self._gkeys: list[Key] | None = None
         self._gcount: Counter[Key] | None = None
         self._g_codes: U64 | None = None
-        self._g_uniform: bool | None = None
+        self._g_order: npt.NDArray[np.intp] | None = None
         self._runs: npt.NDArray[np.int64] | None = None
         self._exact: dict[tuple[int, ...], bool] = {}
 
@@ -131,33 +131,23 @@ class RowChecker:
                 return True  # identical keys in identical places
             if not self.order:
                 return False  # whole rows in order: nothing else to try
-        # group equal row codes of both sides (gold first, so gold's labels never depend on
-        # pred); with ORDER BY, a row's code includes its run (predicted rows by position)
+        # pair the rows of both sides by sorted row codes (with ORDER BY, a row's code includes
+        # its run: predicted rows by position), then check that paired rows have equal keys
         p_codes = self.with_runs(row_codes([self.p.codes(j) for j in mapping], n))
         g_codes = self.gold_codes()
         if g_codes.sum(dtype=np.uint64) != p_codes.sum(dtype=np.uint64):
             return False  # the sum (mod 2**64) of a multiset of codes: equal keys, equal sums
-        labels, k = group_codes(np.concatenate([g_codes, p_codes]))
-        g_labels, p_labels = labels[:n], labels[n:]
-        if not np.array_equal(
-            np.bincount(g_labels, minlength=k), np.bincount(p_labels, minlength=k)
-        ):
-            return False  # the multisets of keys differ (equal keys always get equal codes)
-        first = np.full(k, n, dtype=np.intp)  # the first gold row of each label (all occur)
-        np.minimum.at(first, g_labels, everywhere)
-        g_rep, p_rep = first[g_labels], first[p_labels]
+        g_order = self.gold_order()
+        p_order = np.argsort(p_codes)
+        if not np.array_equal(g_codes[g_order], p_codes[p_order]):
+            return False  # the multisets of codes differ (equal keys always get equal codes)
+        partner = np.empty(n, dtype=np.intp)  # the gold row paired with each predicted row
+        partner[p_order] = g_order
         runs = self.runs()
-        same_runs = runs is None or (
-            np.array_equal(runs[g_rep], runs) and np.array_equal(runs[p_rep], runs)
-        )
-        if (
-            same_runs
-            and (k == n or self.gold_uniform(g_rep))
-            and self.same_rows_at(mapping, p_rep, everywhere)
+        if (runs is None or np.array_equal(runs[partner], runs)) and self.same_rows_at(
+            mapping, partner, everywhere
         ):
-            # every row, of either side, has the keys (and the run) of the first gold row of
-            # its code, and each code counts as many rows on both sides: equal multisets of
-            # keys (in every run)
+            # a one-to-one pairing of rows with equal keys (within each run): equal multisets
             return True
         # a code collision: the Python-level pass decides
         gkeys = self.gold_keys()
@@ -167,15 +157,11 @@ class RowChecker:
             return not self.check_order(gkeys, pkeys, mapping, tolerant=False)
         return bool(dict.__eq__(Counter(pkeys), self.gold_count()))
 
-    def gold_uniform(self, representative: npt.NDArray[np.intp]) -> bool:
-        """Whether every gold row has the keys of ``representative[row]`` (computed once)."""
-        if self._g_uniform is None:
-            everywhere = np.arange(len(self.gold), dtype=np.intp)
-            self._g_uniform = all(
-                aligned_equal(self.g.ck(c), everywhere, self.g.ck(c), representative)
-                for c in range(self.g_width)
-            )
-        return self._g_uniform
+    def gold_order(self) -> npt.NDArray[np.intp]:
+        """Gold's rows in the order of their row codes (computed once)."""
+        if self._g_order is None:
+            self._g_order = np.argsort(self.gold_codes())
+        return self._g_order
 
     # -- verification with the tolerance --------------------------------------------------------
 

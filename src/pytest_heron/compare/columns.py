@@ -89,22 +89,16 @@ def grid(x: F64) -> F64 | None:
     """Vectorised :func:`values.canon_float` (NaN stays NaN); None when a value overflows.
 
     Same steps: 2**-20 below 1, 21 significant bits up to 2**21, whole numbers from 2**21 on.
+    Every step is computed for every value and the right one picked (cheaper than masking).
     """
-    out = np.empty_like(x)
     magnitude = np.abs(x)
-    small = magnitude < 1.0
-    out[small] = np.rint(x[small] * TWO20) / TWO20
-    whole = magnitude >= TWO21  # infinities included: rint keeps them
-    out[whole] = np.rint(x[whole])
-    big = ~small & ~whole & np.isfinite(x)
-    mantissa, exponent = np.frexp(x[big])
-    with np.errstate(over="ignore"):
-        scaled = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)
-    if not np.isfinite(scaled).all():
-        return None
-    out[big] = scaled
-    rest = ~small & ~big & ~whole
-    out[rest] = x[rest]  # NaN
+    with np.errstate(invalid="ignore", over="ignore"):
+        mantissa, exponent = np.frexp(x)
+        out: F64 = np.ldexp(np.rint(mantissa * TWO21), exponent - 21)  # from 1 up to 2**21
+        if not np.isfinite(out[np.isfinite(x)]).all():
+            return None  # cannot happen below 2**21; kept as the contract says
+        np.copyto(out, np.rint(x * TWO20) / TWO20, where=magnitude < 1.0)
+        np.copyto(out, np.rint(x), where=magnitude >= TWO21)  # infinities included
     return out
 
 
@@ -144,7 +138,7 @@ def _hashed_codes(col: list[object]) -> tuple[U64, Obj] | None:
         if not set(map(type, part)) <= _HASHED:
             return None
         out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
-        exact[start : start + len(part)] = _objects(part)
+        exact[start : start + len(part)] = part
     return mix(out.view(np.uint64)), exact
 
 

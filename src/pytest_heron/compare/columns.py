@@ -108,17 +108,17 @@ _NULL_CODE: Final = mix(np.array([hash(None) & _MASK64], dtype=np.uint64))[0]
 
 
 def _typed(col: list[object], kind: type, dtype: type[np.generic]) -> npt.NDArray[Any] | None:
-    """The column as an array if every value is exactly of type ``kind`` (and fits)."""
-    out = np.empty(len(col), dtype=dtype)
-    for start in range(0, len(col), _CHUNK):
-        part = col[start : start + _CHUNK]
-        if set(map(type, part)) != {kind}:
-            return None
-        try:
-            out[start : start + len(part)] = np.fromiter(part, dtype, len(part))
-        except OverflowError:
-            return None
-    return out
+    """The column as an array if every value is exactly of type ``kind`` (and fits).
+
+    Two passes over the whole column: numbers are small, so the second pass mostly finds them
+    in cache, and chunking (as text is read) costs more in copies than it saves.
+    """
+    if set(map(type, col)) != {kind}:
+        return None
+    try:
+        return np.fromiter(col, dtype, len(col))
+    except OverflowError:
+        return None
 
 
 # types that are their own canonical key and are coded by their hash
@@ -308,12 +308,19 @@ def signature(codes: U64) -> tuple[int, int]:
     return len(codes), int(mix(codes ^ _SIG_SALT).sum(dtype=np.uint64))
 
 
+def _weight(position: int) -> np.uint64:
+    """An odd multiplier per column position (odd: multiplying by it is a bijection)."""
+    return np.uint64(int(mix(np.array([position + 1], dtype=np.uint64))[0]) | 1)
+
+
 def row_codes(columns: list[U64], n: int) -> U64:
-    """One code per row from the codes of its columns, in the given column order."""
+    """One code per row from the codes of its columns, in the given column order: the columns'
+    codes weighted by position and summed (mod 2**64), then mixed once."""
     out = np.full(n, _ROW_SEED, dtype=np.uint64)
-    for codes in columns:
-        out = mix(out ^ codes)
-    return out
+    with np.errstate(over="ignore"):
+        for position, codes in enumerate(columns):
+            out += codes * _weight(position)
+    return mix(out)
 
 
 def python_keys(ck: ColumnKeys) -> list[object]:

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from pytest_heron.compare import _canon, compare
 from pytest_heron.compare import rows as rows_module
-from pytest_heron.compare.columns import aligned_equal, column_keys, table
+from pytest_heron.compare.columns import (
+    Interner,
+    aligned_equal,
+    column_keys,
+    equal_at,
+    python_keys,
+    table,
+)
 
 PROPS = settings(
     max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -69,6 +76,63 @@ def test_python_keys_are_the_canonical_keys(col: list[Any]) -> None:
     assert python_keys(ck) == [_canon(v) for v in col]
     if keys is not None:
         assert keys == [_canon(v) for v in col]
+
+
+@PROPS
+@given(columns, columns)
+def test_columns_numbered_by_one_interner_compare_by_their_keys(a: list[Any], b: list[Any]) -> None:
+    interner = Interner()
+    ka, _ = column_keys(a, interner)
+    kb, _ = column_keys(b, interner)
+    assert python_keys(ka) == [_canon(v) for v in a]
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            same = _canon(x) == _canon(y)
+            if same:
+                assert ka.codes[i] == kb.codes[j], (x, y)
+            at_i, at_j = np.array([i], dtype=np.intp), np.array([j], dtype=np.intp)
+            assert aligned_equal(ka, at_i, kb, at_j) is same, (x, y)
+            assert bool(equal_at(ka, at_i, kb, at_j)[0]) is same, (x, y)
+
+
+def test_few_distinct_values_are_numbered_and_many_are_not() -> None:
+    interner = Interner()
+    statuses: list[object] = ["open", "paid", None, "shipped"] * 10_000
+    numbered, _ = column_keys(statuses, interner)
+    assert numbered.family == "n" and len(interner) == 4
+    again, _ = column_keys(
+        [str(s) if s is not None else None for s in reversed(statuses)], interner
+    )
+    assert again.family == "n" and len(interner) == 4  # equal values, other objects: no new ones
+    everywhere = np.arange(len(statuses), dtype=np.intp)
+    assert aligned_equal(numbered, everywhere, again, everywhere[::-1].copy())
+    assert not aligned_equal(numbered, everywhere, again, everywhere)
+    names: list[object] = [f"customer {k:05d}" for k in range(40_000)]
+    many, _ = column_keys(names, interner)
+    assert many.family == "o" and python_keys(many) == names
+    # few distinct values first, many later: numbering stops part-way, and the keys stay whole
+    late: list[object] = ["open"] * 20_000 + names
+    mixed, _ = column_keys(late, interner)
+    assert mixed.family == "o" and python_keys(mixed) == late
+    # numbers from another interner never meet these: a side built alone numbers nothing
+    alone, _ = column_keys(statuses)
+    assert alone.family == "o"
+    assert aligned_equal(numbered, everywhere, alone, everywhere)
+
+
+def test_a_text_column_of_few_values_compares_exactly() -> None:
+    rng = random.Random(5)
+    gold = [
+        (k, rng.choice(["open", "paid", "shipped"]), rng.choice(["a", None])) for k in range(50_000)
+    ]
+    pred = [("".join(r[1]), r[0], r[2]) for r in gold]  # new text objects, columns moved
+    rng.shuffle(pred)
+    assert compare(gold, pred).equal
+    swapped = list(pred)
+    at = next(i for i, r in enumerate(swapped) if r[0] == "open")
+    swapped[at] = ("paid", *swapped[at][1:])
+    result = compare(gold, swapped)
+    assert not result.equal and "first missing row" in result.reason
 
 
 def test_table_reads_rows_like_tuples() -> None:

@@ -13,6 +13,8 @@ The exact keys of a column are kept in one of three *families*:
   Decimals with a fractional part, ints up to 2**53 mixed with them); a NULL of a nullable float
   or Decimal column is the bit pattern :data:`NULL_BITS`, a NaN no key ever has (every NaN key is
   normalised to one other pattern), so NULL equals only NULL and the family stays numeric;
+* ``"n"``: numbers given by an :class:`Interner` shared by both sides (a column of text, NULLs,
+  dates and the like with few distinct values: compared as integers, no Python call per value);
 * ``"o"``: an object array of canonical keys (text, NULLs, anything else).
 """
 
@@ -22,9 +24,10 @@ import datetime as dt
 import decimal
 import operator
 import uuid
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import chain, count, repeat
 from typing import Any, Final, cast
 
 import numpy as np
@@ -66,6 +69,7 @@ class ColumnKeys:
     codes: U64
     exact: I64 | Obj
     family: str
+    values: list[object] | None = None  # family "n": the values the numbers stand for
 
 
 def _float_bits(keys: F64) -> I64:
@@ -127,23 +131,86 @@ _HASHED: Final = frozenset(
 )
 
 
-def _hashed_codes(col: list[object]) -> tuple[U64, Obj] | None:
-    """Codes and the object array of a column of text, NULLs, dates and the like (None if it
-    holds anything else). One chunk at a time: each value is read three times while in cache."""
+class Interner:
+    """Numbers the distinct values of text-like columns, shared by both sides of one comparison.
+
+    Equal values get the same number (a dict finds them: hash, then ``==``, which is the exact
+    rule for the types of :data:`_HASHED`), so two columns numbered by the same interner compare
+    as two integer arrays. Numbers mean nothing across interners, and their order depends on
+    which column was read first: they are only ever tested for equality.
+    """
+
+    def __init__(self) -> None:
+        self.number: defaultdict[object, int] = defaultdict(count().__next__)
+
+    def __len__(self) -> int:
+        return len(self.number)
+
+
+_FEW_DISTINCT: Final = 256  # a column numbers its values while it adds at most this many ...
+_DISTINCT_SHARE: Final = 16  # ... or one per this many rows, whichever is more
+_PROBE: Final = 1024  # values numbered first: more than 64 new numbers among them stop it
+
+
+def _hashed_codes(
+    col: list[object], interner: Interner | None = None
+) -> tuple[U64, Obj | I64, str] | None:
+    """Codes, exact keys and family of a column of text, NULLs, dates and the like (None if it
+    holds anything else). One chunk at a time: each value is read a few times while in cache.
+
+    With an ``interner``, a column of few distinct values gets their numbers (family ``"n"``);
+    once it has added too many new ones it falls back to an object array (``"o"``).
+    """
     n = len(col)
     out = np.empty(n, dtype=np.int64)
-    exact = np.empty(n, dtype=object)
+    numbers: I64 | None = None if interner is None else np.empty(n, dtype=np.int64)
+    exact: Obj | None = None if interner is not None else np.empty(n, dtype=object)
+    allowed = max(_FEW_DISTINCT, n // _DISTINCT_SHARE)
     for start in range(0, n, _CHUNK):
         part = col[start : start + _CHUNK]
         if not set(map(type, part)) <= _HASHED:
             return None
         out[start : start + len(part)] = np.fromiter(map(hash, part), np.int64, len(part))
+        if numbers is not None and interner is not None:
+            before = len(interner)
+            number = interner.number.__getitem__
+            if start == 0:  # a probe first: most columns of many values stop here, cheaply
+                probe = numbers[: min(_PROBE, len(part))]
+                probe[:] = np.fromiter(map(number, part[:_PROBE]), np.int64, len(probe))
+                fresh = len(interner) - before
+                if fresh <= _PROBE // _DISTINCT_SHARE:
+                    rest = part[_PROBE:]
+                    numbers[len(probe) : len(part)] = np.fromiter(
+                        map(number, rest), np.int64, len(rest)
+                    )
+                else:
+                    allowed = -1
+            else:
+                got = map(number, part)
+                numbers[start : start + len(part)] = np.fromiter(got, np.int64, len(part))
+            allowed -= len(interner) - before
+            if allowed >= 0:
+                continue
+            numbers = None  # too many distinct values: objects from here on
+            exact = np.empty(n, dtype=object)
+            exact[:start] = col[:start]
+        assert exact is not None
         exact[start : start + len(part)] = part
-    return mix(out.view(np.uint64)), exact
+    codes = mix(out.view(np.uint64))
+    if numbers is not None:
+        return codes, numbers, "n"
+    assert exact is not None
+    return codes, exact, "o"
 
 
-def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
-    """Codes and exact keys of a column, plus its Python keys when they had to be built."""
+def column_keys(
+    col: list[object], interner: Interner | None = None
+) -> tuple[ColumnKeys, list[object] | None]:
+    """Codes and exact keys of a column, plus its Python keys when they had to be built.
+
+    Columns keyed with the same ``interner`` (or none) can be compared with each other; mixing
+    columns numbered by two interners would compare unrelated numbers (see :class:`Side`).
+    """
     first = type(col[0]) if col else _NONE
     if first is int:
         ints = _typed(col, int, np.int64)
@@ -155,9 +222,10 @@ def column_keys(col: list[object]) -> tuple[ColumnKeys, list[object] | None]:
         if keys is not None:
             return _float_family(keys), None
     if first in _HASHED:
-        hashed = _hashed_codes(col)
+        hashed = _hashed_codes(col, interner)
         if hashed is not None:
-            return ColumnKeys(hashed[0], hashed[1], "o"), col
+            codes, exact, family = hashed
+            return ColumnKeys(codes, exact, family, col if family == "n" else None), col
     kinds = set(map(type, col))
     numeric = kinds - {_NONE}
     if len(numeric) == 1 and numeric <= {int, float, decimal.Decimal}:
@@ -327,6 +395,9 @@ def python_keys(ck: ColumnKeys) -> list[object]:
     """The canonical keys of a column as Python objects (equal to what ``canon`` gives)."""
     if ck.family == "o":
         return list(ck.exact)
+    if ck.family == "n":
+        assert ck.values is not None
+        return list(ck.values)
     if ck.family == "i":
         return ck.exact.tolist()  # type: ignore[no-any-return]
     return _float_keys(ck.exact.view(np.float64))
@@ -445,10 +516,15 @@ def table(rows: Sequence[Sequence[object]]) -> Table | None:
 
 
 class Side:
-    """The columns of one result (gold or predicted), each computed once and on demand."""
+    """The columns of one result (gold or predicted), each computed once and on demand.
 
-    def __init__(self, rows: Table) -> None:
+    The two sides of a comparison share one :class:`Interner` (:func:`sides`); a side built
+    alone numbers nothing, so its columns compare with any other side's.
+    """
+
+    def __init__(self, rows: Table, interner: Interner | None = None) -> None:
         self.rows = rows
+        self.interner = interner
         self.n = len(rows)
         self.width = rows.width
         self._raw: dict[int, list[object]] = {}
@@ -464,7 +540,7 @@ class Side:
 
     def ck(self, c: int) -> ColumnKeys:
         if c not in self._ck:
-            ck, keys = column_keys(self.raw(c))
+            ck, keys = column_keys(self.raw(c), self.interner)
             self._ck[c] = ck
             if keys is not None:
                 self._keys[c] = keys
@@ -483,3 +559,9 @@ class Side:
         if c not in self._sig:
             self._sig[c] = signature(self.codes(c))
         return self._sig[c]
+
+
+def sides(gold: Table, pred: Table) -> tuple[Side, Side]:
+    """The two sides of one comparison, numbering text-like values with one shared interner."""
+    interner = Interner()
+    return Side(gold, interner), Side(pred, interner)

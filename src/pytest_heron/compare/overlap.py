@@ -48,6 +48,7 @@ from pytest_heron.compare.columns import (
     equal_at,
     python_keys,
     row_codes,
+    sides,
     table,
 )
 from pytest_heron.compare.rows import group_codes
@@ -79,7 +80,7 @@ def overlap(gold: Sequence[Sequence[object]], pred: Sequence[Sequence[object]]) 
     g_table, p_table = table(gold), table(pred)
     if g_table is None or p_table is None:
         return None
-    g, p = Side(g_table), Side(p_table)
+    g, p = sides(g_table, p_table)
     if g.n == 0 or p.n == 0 or g.width == 0 or p.width == 0:
         return Overlap(g.n, p.n, g.width, p.width, 0, 0, (-1,) * g.width)
     mapping = best_mapping(column_overlaps(g, p))

@@ -17,12 +17,12 @@ import numpy.typing as npt
 
 from pytest_heron.compare.columns import (
     U64,
-    Side,
     Table,
     adjacent_equal,
     aligned_equal,
     mix,
     row_codes,
+    sides,
 )
 from pytest_heron.compare.messages import cap, fmt_row, fmt_value
 from pytest_heron.compare.search import max_matching
@@ -46,8 +46,7 @@ class RowChecker:
         self.g_width = gold.width
         self.p_width = pred.width
         self.order = order
-        self.g = Side(gold)
-        self.p = Side(pred)
+        self.g, self.p = sides(gold, pred)
         self.pair_budget = _PAIR_BUDGET
         self._gkeys: list[Key] | None = None
         self._gcount: Counter[Key] | None = None

@@ -6,7 +6,7 @@ else from the key's hash).  Codes only ever propose equality: a multiset of rows
 only after the rows it pairs up are found to have equal keys (:func:`aligned_equal`), so a
 collision costs time, never correctness.  Codes never decide the order of anything printed.
 
-The exact keys of a column are kept in one of three *families*:
+The exact keys of a column are kept in one of four *families*:
 
 * ``"i"``: an ``int64`` array (a column of ints, or of integral Decimals);
 * ``"f"``: the bits (``int64``) of a ``float64`` array of keys, -0.0 and NaN normalised (floats,

@@ -51,7 +51,6 @@ from pytest_heron.compare.columns import (
     sides,
     table,
 )
-from pytest_heron.compare.rows import group_codes
 
 _EXACT_MAPPING_WIDTH: Final = 10
 _MAX_SUBSETS: Final = 256
@@ -289,6 +288,13 @@ def pair_equal(g_codes: U64, p_codes: U64) -> tuple[Idx, Idx]:
     p_slot = p_labels.astype(np.int64) * span + _rank_within(p_labels)
     _, gi, pi = np.intersect1d(g_slot, p_slot, assume_unique=True, return_indices=True)
     return gi.astype(np.intp, copy=False), pi.astype(np.intp, copy=False)
+
+
+def group_codes(codes: U64) -> tuple[Idx, int]:
+    """A label per code (equal codes, equal labels) and the number of labels (numpy's sorted
+    labelling; pandas' hashing ``factorize`` was dropped with pandas)."""
+    uniques, labels = np.unique(codes, return_inverse=True)
+    return labels.reshape(-1).astype(np.intp, copy=False), len(uniques)
 
 
 def _rank_within(labels: Idx) -> npt.NDArray[np.int64]:

@@ -383,14 +383,6 @@ class RowChecker:
         return cap(", ".join(shown) + (", ..." if more else ""), 120)
 
 
-def group_codes(codes: U64) -> tuple[npt.NDArray[np.intp], int]:
-    """A label per code (equal codes, equal labels) and the number of labels. Callers use the
-    labels only to count and to find each label's first row, so any labelling gives the same
-    answer (numpy's sorted one; pandas' hashing ``factorize`` was dropped with pandas)."""
-    uniques, labels = np.unique(codes, return_inverse=True)
-    return labels.reshape(-1).astype(np.intp, copy=False), len(uniques)
-
-
 def take(indices: Iterable[int], keys: list[Key], need: dict[Key, int]) -> list[int]:
     """The first rows (in order) whose keys are still needed, consuming ``need``."""
     out: list[int] = []

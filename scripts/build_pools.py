@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from faker import Faker
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "heron_data" / "pools.yaml"
+OUT = Path(__file__).resolve().parents[1] / "heron_data" / "pools.yaml"
 
 PRODUCT_ADJECTIVES = """\
 Compact Durable Ergonomic Heavy-Duty Lightweight Modular Portable Premium Rugged

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from pytest_heron.core.errors import ErrorKind
 from pytest_heron.dataset.questions import GoldQuestion, load_questions
-from pytest_heron.errors import ErrorKind
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document
 from pytest_heron.scoring.outcome import Outcome

@@ -9,8 +9,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from pytest_heron.core.errors import BackendError
 from pytest_heron.database import server as backends
-from pytest_heron.errors import BackendError
 
 
 def test_embedded_is_postgres_16(server: backends.Server) -> None:
@@ -96,13 +96,13 @@ def test_two_processes_starting_one_embedded_server_share_it(tmp_path: Path) -> 
 
 def test_the_test_session_keeps_out_of_the_users_cache(server: backends.Server) -> None:
     from conftest import TEST_CACHE, USER_CACHE
-    from pytest_heron.paths import cache_dir
+    from pytest_heron.core.paths import cache_dir
 
     assert cache_dir().resolve() == TEST_CACHE.resolve() != USER_CACHE.resolve()
     with psycopg.connect(server.admin_dsn) as conn:
         row = conn.execute("SHOW data_directory").fetchone()
     assert row is not None and Path(str(row[0])).resolve().is_relative_to(TEST_CACHE.resolve())
     # and what the tests start inherits it
-    code = "from pytest_heron.paths import cache_dir; print(cache_dir())"
+    code = "from pytest_heron.core.paths import cache_dir; print(cache_dir())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert Path(out.stdout.strip()).resolve() == TEST_CACHE.resolve()

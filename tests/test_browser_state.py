@@ -18,10 +18,10 @@ import pytest
 from node_js import JS_DIR, node
 from pytest_heron import cli
 from pytest_heron.browser import build_runner, data, vendor
+from pytest_heron.core.errors import HeronError
+from pytest_heron.core.paths import cache_dir
 from pytest_heron.database.checksum import table_checksums, total_line
-from pytest_heron.errors import HeronError
 from pytest_heron.generate import load_bundle
-from pytest_heron.paths import cache_dir
 from pytest_heron.systems import agent
 
 

@@ -26,7 +26,7 @@ MODULES = [
     "pytest_heron.site.inputs",
     "pytest_heron.site.pairing",
     "pytest_heron.site.gold",
-    "pytest_heron.progress",
+    "pytest_heron.core.progress",
     "pytest_heron.results.comparison",
     "pytest_heron.board.replay",
 ]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from chat_stub import ChatStub, completion
 from pytest_heron import compare
+from pytest_heron.core.errors import ErrorKind
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import ErrorKind
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document
 from pytest_heron.results.folder import questions_csv

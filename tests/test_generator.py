@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_heron.errors import SpecError
+from pytest_heron.core.errors import SpecError
 from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
 from pytest_heron.generate.spec import Bundle, _column, _table

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ def _data_version_of(package_root: Path) -> str:
 
 def test_a_formatting_only_change_in_generate_keeps_the_data_version(tmp_path: Path) -> None:
     src = Path(pytest_heron.__file__).parent
-    data = src.parent / "heron_data"
+    data = Path(resources.files("heron_data"))  # type: ignore[arg-type]
     shutil.copytree(src, tmp_path / "pytest_heron", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(data, tmp_path / "heron_data", ignore=shutil.ignore_patterns("__pycache__"))
     before = _data_version_of(tmp_path)

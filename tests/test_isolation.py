@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
+from pytest_heron.core.errors import AdapterError, AdapterLookupError
+from pytest_heron.core.types import BenchmarkContext, Limits, Prediction
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import AdapterError, AdapterLookupError
 from pytest_heron.systems.isolation import AdapterTimeout, open_system
-from pytest_heron.types import BenchmarkContext, Limits, Prediction
 
 pytest_plugins = ["pytester"]
 

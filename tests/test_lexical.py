@@ -10,6 +10,7 @@ import math
 import bm25s
 import pytest
 import Stemmer
+from heron_adapters.schema_text import table_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate.spec import load_bundle
 from pytest_heron.systems.retrieval.lexical import STOP_WORDS, LexicalIndex, stem, terms, words
 from pytest_heron.systems.retrieval.rankers import table_docs
-from pytest_heron.systems.tools.schema_text import table_chunks
 
 SNOWBALL = Stemmer.Stemmer("english")
 QUESTIONS = load_questions()

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chat_stub import ChatStub, Raw, completion, rate_limited
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
 from pytest_heron.systems.llm.client import (
     CacheMiss,
     ChatClient,
@@ -32,7 +33,6 @@ from pytest_heron.systems.llm.client import (
     cache_key,
     extract_sql,
 )
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Question
 
 MSGS = [{"role": "system", "content": "schema"}, {"role": "user", "content": "q?"}]
 
@@ -583,7 +583,7 @@ def test_a_request_given_up_on_has_its_connection_closed(tmp_path: Path) -> None
 
 
 def test_one_classification_of_out_of_time() -> None:
-    from pytest_heron.errors import ErrorKind, OutOfTime, adapter_failure_kind
+    from pytest_heron.core.errors import ErrorKind, OutOfTime, adapter_failure_kind
     from pytest_heron.scoring.score import _adapter_failure
     from pytest_heron.systems.child import failure
     from pytest_heron.systems.isolation import AdapterTimeout

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 
 from chat_stub import ChatStub, Raw, completion, rate_limited
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.paths import cache_dir
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
 from pytest_heron.dataset.questions import load_questions
-from pytest_heron.errors import AdapterError
 from pytest_heron.generate import load_bundle
-from pytest_heron.paths import cache_dir
 from pytest_heron.sandbox.execute import execute
 from pytest_heron.systems.agent import MAX_AGENT_CALLS, AgentAdapter, catalogue, tables_referenced
 from pytest_heron.systems.llm.client import ToolsUnsupported
 from pytest_heron.systems.raw_llm import FEW_SHOT, RawLLMAdapter
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Question
 
 pytest_plugins = ["pytester"]
 

@@ -170,7 +170,7 @@ def test_cost_from_billed_tokens_and_a_price() -> None:
 
 
 def test_price_table_lookup_and_validation(tmp_path: Any) -> None:
-    from pytest_heron.errors import ConfigError
+    from pytest_heron.core.errors import ConfigError
     from pytest_heron.scoring.pricing import load_prices, price_for
 
     builtin = load_prices()

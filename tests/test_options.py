@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.options import OPTIONS, resolve
 
 

@@ -456,7 +456,7 @@ REFUSING = (
     GOLD
     + """
 import os
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
 
 class Refusing:
     name = "refusing"

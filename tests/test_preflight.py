@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from chat_stub import ChatStub, completion
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.systems import preflight
 
 pytest_plugins = ["pytester"]

@@ -8,8 +8,8 @@ import io
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_heron.core.progress import Steps
 from pytest_heron.database.states import seeding_progress
-from pytest_heron.progress import Steps
 
 
 def test_plain_lines_at_every_tenth_with_the_detail() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = [d for d in ("src", "tests", "bench", "scripts") if (ROOT / d).is_dir()]
+FOLDERS = ("src", "adapters", "tests", "bench", "scripts", "examples", "conftest.py")
+TARGETS = [d for d in FOLDERS if (ROOT / d).exists()]
 CHECKS = {
     "ruff-lint": ["ruff", "check", *TARGETS],
     "ruff-format": ["ruff", "format", "--check", *TARGETS],

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from pytest_heron import audit
+from pytest_heron.core.errors import QuestionFileError
+from pytest_heron.core.types import RETRIEVALS, SHAPES
 from pytest_heron.dataset.questions import load_questions
-from pytest_heron.errors import QuestionFileError
 from pytest_heron.generate import load_bundle
-from pytest_heron.types import RETRIEVALS, SHAPES
 
 GOOD = """\
 id: p001

@@ -32,15 +32,15 @@ from typing import Any
 
 import pytest
 
+from pytest_heron.core.paths import cache_dir
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate import load_bundle
-from pytest_heron.paths import cache_dir
 from pytest_heron.systems.agent import NOTHING_RAN, AgentAdapter, grammar_step
 from pytest_heron.systems.child import failure
 from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
 from pytest_heron.systems.raw_llm import RawLLMAdapter
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Question
 
 pytestmark = pytest.mark.real_server
 pytest_plugins = ["pytester"]

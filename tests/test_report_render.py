@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pytest_heron.errors import ErrorKind
+from pytest_heron.core.errors import ErrorKind
 from pytest_heron.results import document as report
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results

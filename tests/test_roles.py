@@ -15,10 +15,10 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pytest_heron import sandbox
+from pytest_heron.core.errors import BackendError
 from pytest_heron.database import states
 from pytest_heron.database.server import Server, embedded, secret_path, trusting
 from pytest_heron.database.states import ensure_state, reader_role
-from pytest_heron.errors import BackendError
 from pytest_heron.sandbox import roles
 
 REVIEWED = Path(__file__).parent / "data" / "reader_functions.tsv"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_heron.cli import main
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.results.comparison import parse_fail
 
 pytest_plugins = ["pytester"]

@@ -44,9 +44,9 @@ from pytest_heron.board.verify import (
     check_folder,
     draw_hidden_seed,
 )
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.database.server import Server
 from pytest_heron.dataset.questions import builtin_dir, load_questions
-from pytest_heron.errors import ConfigError
 from pytest_heron.results.document import read_results
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,17 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from heron_adapters import schema_text
+from heron_adapters.proxy import LLMProxy
 
 from chat_stub import ChatStub, Raw, completion
 from pytest_heron import sandbox
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.paths import cache_dir
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 from pytest_heron.generate.spec import load_bundle
-from pytest_heron.paths import cache_dir
 from pytest_heron.systems.registry import make_adapter
 from pytest_heron.systems.retrieval.lexical import LexicalIndex
-from pytest_heron.systems.tools import schema_text
-from pytest_heron.systems.tools.proxy import LLMProxy
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 pytest_plugins = ["pytester"]
 # pytester points HOME at a temporary folder; the plugin runs below share the session's embedded
@@ -127,7 +127,7 @@ def test_proxy_keeps_quiet_when_the_tool_gives_up_and_classifies_out_of_time(
 
     import openai
 
-    from pytest_heron.errors import OutOfTime
+    from pytest_heron.core.errors import OutOfTime
     from pytest_heron.systems.llm.client import ChatClient, LLMConfig, ResponseCache
 
     answered = threading.Event()
@@ -581,7 +581,7 @@ sys.meta_path.insert(0, Block())
 PREPARE_ALL = """
 import json
 from pytest_heron.systems.registry import make_adapter
-from pytest_heron.types import BenchmarkContext, LLMOptions
+from pytest_heron.core.types import BenchmarkContext, LLMOptions
 
 ctx = BenchmarkContext(dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="",
                        tables=(), llm=LLMOptions(endpoint="http://127.0.0.1:9/v1", model="m"))
@@ -644,7 +644,7 @@ def test_doctests_of_the_tool_modules() -> None:
     import importlib
 
     for module in ("schema_text", "langchain_adapter", "promptquery_adapter", "din_sql", "mac_sql"):
-        result = doctest.testmod(importlib.import_module(f"pytest_heron.systems.tools.{module}"))
+        result = doctest.testmod(importlib.import_module(f"heron_adapters.{module}"))
         assert result.attempted > 0 and result.failed == 0, module
 
 

@@ -5,8 +5,8 @@ The public API for adapter authors is re-exported here; everything else is inter
 
 from __future__ import annotations
 
-from pytest_heron.errors import HeronError
-from pytest_heron.types import Adapter, BenchmarkContext, Prediction, Question
+from pytest_heron.core.errors import HeronError
+from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction, Question
 
 __version__ = "0.1.0"
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_heron.core.errors import HeronError
 from pytest_heron.database.server import Server, embedded, from_dsn, redacted
-from pytest_heron.errors import HeronError
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.options import SCALES
 
@@ -149,7 +149,7 @@ def _recall(args: argparse.Namespace) -> int:
 
     questions = load_questions(Path(args.questions) if args.questions else None)
     if args.method == "embedding":  # minutes on a small machine: show progress
-        from pytest_heron.progress import Steps
+        from pytest_heron.core.progress import Steps
         from pytest_heron.systems.retrieval.rankers import build_ranker, table_docs
 
         docs = table_docs()

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_heron.errors import ErrorKind
-from pytest_heron.safe_text import printable
+from pytest_heron.core.errors import ErrorKind
+from pytest_heron.core.safe_text import printable
 
 if TYPE_CHECKING:
     from pytest_heron.dataset.questions import GoldQuestion

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")

@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {text}")
     if not _adapter_name(config) or config.getoption("help", False):
         return  # `pytest --help` only lists the options, even with heron_adapter in the ini
-    from pytest_heron.errors import HeronError
+    from pytest_heron.core.errors import HeronError
     from pytest_heron.run import HeronRun
 
     try:
@@ -91,7 +91,7 @@ class HeronPlugin:
             if reporter is not None:
                 reporter.write_line(f"heron: {msg}")
 
-        from pytest_heron.errors import HeronError
+        from pytest_heron.core.errors import HeronError
 
         try:
             self.run.build_states(progress)

@@ -29,10 +29,7 @@ import psycopg
 
 from pytest_heron import __version__
 from pytest_heron.board.protocol import BUILTIN_PRICES, Protocol, load_protocol
-from pytest_heron.database.server import Server, choose, start
-from pytest_heron.database.states import State, ensure_state
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
-from pytest_heron.errors import (
+from pytest_heron.core.errors import (
     ENDPOINT_REFUSED,
     AdapterError,
     ConfigError,
@@ -40,6 +37,10 @@ from pytest_heron.errors import (
     HeronError,
     ResultsFileError,
 )
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
+from pytest_heron.database.server import Server, choose, start
+from pytest_heron.database.states import State, ensure_state
+from pytest_heron.dataset.questions import GoldQuestion, load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results.comparison import Comparison, compare_runs
@@ -57,7 +58,6 @@ from pytest_heron.systems.isolation import FileSystem, System, open_system
 from pytest_heron.systems.llm.cache import default_cache_path, endpoint_id
 from pytest_heron.systems.llm.client import api_key
 from pytest_heron.systems.predictions import load_predictions
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions
 
 Hook = Callable[[str], Any]
 

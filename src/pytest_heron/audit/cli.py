@@ -9,7 +9,7 @@ from pathlib import Path
 from pytest_heron.audit.gold import state_problems
 from pytest_heron.audit.mutants import MutantResult, kill_rate, mutant_results
 from pytest_heron.audit.static import duplicate_problems, static_problems
-from pytest_heron.progress import Steps
+from pytest_heron.core.progress import Steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:

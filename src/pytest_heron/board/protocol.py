@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 MAX_PROTOCOL_BYTES = 64 * 1024
 SCALES = ("tiny", "small", "bench", "large")

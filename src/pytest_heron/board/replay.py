@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.submission import CACHE
-from pytest_heron.records import JSON
+from pytest_heron.core.records import JSON
 from pytest_heron.systems.llm.cache import CACHE_FILE, ResponseCache
 from pytest_heron.systems.registry import known_adapters
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from pytest_heron.errors import HeronError
-from pytest_heron.records import JSON
+from pytest_heron.core.errors import HeronError
+from pytest_heron.core.records import JSON
 from pytest_heron.results.document import Results
 
 SUBMISSION_FORMAT = 1

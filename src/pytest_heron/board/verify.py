@@ -42,10 +42,10 @@ from pytest_heron.board.submission import (
     content_names,
     folder_digest,
 )
+from pytest_heron.core.errors import ErrorKind, HeronError, ResultsFileError
+from pytest_heron.core.progress import Steps
+from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import ErrorKind, HeronError, ResultsFileError
-from pytest_heron.progress import Steps
-from pytest_heron.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.scoring import metrics
 from pytest_heron.scoring.metrics import Summary

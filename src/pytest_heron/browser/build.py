@@ -25,9 +25,9 @@ from typing import Any
 from pytest_heron import __version__
 from pytest_heron.browser import data, vendor
 from pytest_heron.compare import order_keys
+from pytest_heron.core.paths import cache_dir
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate import load_bundle
-from pytest_heron.paths import cache_dir
 from pytest_heron.run import questions_digest
 from pytest_heron.systems import agent
 from pytest_heron.systems.llm.client import DEFAULT_MAX_TOKENS

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from pytest_heron.errors import HeronError
+from pytest_heron.core.errors import HeronError
 
 PGLITE_PACKAGE: Final = "@electric-sql/pglite"
 PGLITE_VERSION: Final = "0.2.17"

@@ -18,8 +18,8 @@ from typing import Any
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from pytest_heron.errors import BackendError
-from pytest_heron.paths import cache_dir
+from pytest_heron.core.errors import BackendError
+from pytest_heron.core.paths import cache_dir
 
 POSTGRES_MAJOR = 16
 # Every harness connection speaks UTF-8 whatever PGCLIENTENCODING says: with LATIN1 the seed

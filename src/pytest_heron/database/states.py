@@ -24,12 +24,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
+from pytest_heron.core.errors import BackendError, ConfigError
+from pytest_heron.core.progress import Steps
 from pytest_heron.database.server import Server
-from pytest_heron.errors import BackendError, ConfigError
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.generate.load import SeedResult, seed_database
-from pytest_heron.progress import Steps
 from pytest_heron.sandbox import roles
 
 MANIFEST_FORMAT = 1
@@ -165,8 +165,8 @@ def _harness_key(server: Server) -> str | None:
     reached by peer auth or a .pgpass file): a random key kept in the cache folder (0600)."""
     if conninfo_to_dict(server.admin_dsn).get("password"):
         return None
+    from pytest_heron.core.paths import cache_dir
     from pytest_heron.database.server import admin_secret
-    from pytest_heron.paths import cache_dir
 
     folder = cache_dir()
     folder.mkdir(parents=True, exist_ok=True)
@@ -220,7 +220,7 @@ LOADED = re.compile(r"loaded ([\d,]+)/([\d,]+) rows \((.*)\), done: \S+$")
 
 def seeding_progress(say: Progress, name: str) -> Progress:
     """The loader's progress for state ``name``: its "loaded N/M rows" lines drive a
-    :class:`~pytest_heron.progress.Steps` (a bar on a terminal, a line per tenth otherwise);
+    :class:`~pytest_heron.core.progress.Steps` (a bar on a terminal, a line per tenth otherwise);
     every other message is passed on."""
     steps: Steps | None = None
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
-from pytest_heron.errors import QuestionFileError
-from pytest_heron.types import RETRIEVALS, SHAPES, Question
+from pytest_heron.core.errors import QuestionFileError
+from pytest_heron.core.types import RETRIEVALS, SHAPES, Question
 
 ID_PATTERN = re.compile(r"[a-z0-9_]+")  # always used with fullmatch: no trailing newline
 TABLE_PATTERN = re.compile(r"[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*")

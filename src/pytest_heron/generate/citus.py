@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_heron.errors import SpecError
+from pytest_heron.core.errors import SpecError
 from pytest_heron.generate.spec import Bundle
 
 LAYOUTS = ("standard", "citus")  # key layouts of `heron seed`; the plugin uses standard only

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.errors import SpecError
+from pytest_heron.core.errors import SpecError
 from pytest_heron.generate import streams
 from pytest_heron.generate.spec import TENANT_TABLE, Bundle, ColumnSpec, TableSpec
 

@@ -24,8 +24,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.dataset.catalogue import split_statements
-from pytest_heron.errors import ConfigError
 from pytest_heron.generate import citus
 from pytest_heron.generate.columns import Generator
 from pytest_heron.generate.copytext import encode

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from pytest_heron.errors import SpecError
+from pytest_heron.core.errors import SpecError
 
 # The generator's own version: bump it (by one) in the change that makes the generator write
 # other bytes for the same heron_data; tests/golden/versions.tsv records the checksum total of

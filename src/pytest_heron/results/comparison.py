@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pytest_heron.errors import ConfigError, HeronError
+from pytest_heron.core.errors import ConfigError, HeronError
 from pytest_heron.results.document import Results
 from pytest_heron.scoring.metrics import Summary, mcnemar_exact
 

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_heron.records import JSON, RecordReader
+from pytest_heron.core.records import JSON, RecordReader
 
 _IDENTITY = {"identity": True}
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ResultsFileError
-from pytest_heron.records import JSON, RecordReader
+from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.files import write_atomic
 from pytest_heron.scoring import metrics

@@ -6,7 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 
 def write_atomic(path: Path, text: str) -> None:

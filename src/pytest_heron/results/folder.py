@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_heron.core.safe_text import csv_cell
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.results.document import Results, write_results
 from pytest_heron.results.files import write_atomic
-from pytest_heron.safe_text import csv_cell
 from pytest_heron.scoring import metrics
 from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
 from pytest_heron.scoring.outcome import Outcome

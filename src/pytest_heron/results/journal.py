@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 FORMAT = 1
 

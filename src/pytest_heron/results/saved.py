@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 from pytest_heron.results.document import Results
 from pytest_heron.results.files import write_atomic
 

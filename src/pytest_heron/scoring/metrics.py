@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from pytest_heron.errors import ErrorKind
-from pytest_heron.records import JSON, RecordReader
+from pytest_heron.core.errors import ErrorKind
+from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.scoring.outcome import Outcome
 
 

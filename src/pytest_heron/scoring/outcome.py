@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_heron.core.errors import ErrorKind, ResultsFileError
+from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import ErrorKind, ResultsFileError
-from pytest_heron.records import JSON, RecordReader
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 
 def load_prices(path: Path | None = None) -> dict[str, Any]:

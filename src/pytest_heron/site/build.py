@@ -62,9 +62,9 @@ def build_site(
 
 def _page_steps() -> Callable[[int, int, str], None]:
     """A progress callback for :func:`render_site`: a bar on a terminal, plain tenths
-    otherwise (:class:`pytest_heron.progress.Steps`, made at the first call, when the total
+    otherwise (:class:`pytest_heron.core.progress.Steps`, made at the first call, when the total
     is known)."""
-    from pytest_heron.progress import Steps
+    from pytest_heron.core.progress import Steps
 
     made: list[Steps] = []
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_heron.core.safe_text import printable
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.safe_text import printable
 
 FIRST_ROWS = 5
 TIMEOUT_S = 120.0

@@ -1,9 +1,9 @@
 """What ``heron site`` reads: results files (runs) and a board folder, all checked.
 
 Both come from elsewhere, so every field used is read through
-:class:`~pytest_heron.records.RecordReader` (results files through
+:class:`~pytest_heron.core.records.RecordReader` (results files through
 :meth:`~pytest_heron.results.document.Results.from_json`) and a bad one is one
-:class:`~pytest_heron.errors.ResultsFileError` naming the file and the field. The board's
+:class:`~pytest_heron.core.errors.ResultsFileError` naming the file and the field. The board's
 per-question verdicts are read from the ``verdict.json`` its rows point at, only when that file
 lies inside the folder that holds the board (a row cannot make the site read anything else).
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ResultsFileError
-from pytest_heron.records import RecordReader
+from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.records import RecordReader
 from pytest_heron.results.document import Results, read_results
 
 BOARD_FILE = "leaderboard.json"

@@ -5,7 +5,7 @@ there and one renderer below. Pages link to each other with relative paths (each
 ``root``), so the site works from ``file://`` and from any static host; styles and the little
 script are inlined, charts are inline SVG, and a Content-Security-Policy forbids every fetch. All
 text from results files goes through jinja2's autoescape after
-:func:`~pytest_heron.safe_text.printable`.
+:func:`~pytest_heron.core.safe_text.printable`.
 
 Two layouts share these renderers: the site (``index.html``, ``runs/<slug>.html``,
 ``questions/<id>.html``, ``compare/<a>--<b>.html``, ``schema/<module>.html``) and the one-run
@@ -22,9 +22,9 @@ from typing import Any
 
 import jinja2
 
+from pytest_heron.core.safe_text import printable
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.results.terminal import conditions_line, usage_line
-from pytest_heron.safe_text import printable
 from pytest_heron.scoring import metrics
 from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.site import charts, sqltext

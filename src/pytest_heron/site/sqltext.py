@@ -25,7 +25,7 @@ import re
 
 from markupsafe import Markup, escape
 
-from pytest_heron.safe_text import printable
+from pytest_heron.core.safe_text import printable
 
 ONE_LINE = 100  # one-line SQL longer than this is laid out by sqlglot
 

@@ -1,7 +1,7 @@
 """Stage 3: the systems under test (adapters).
 
 - :mod:`.registry`: ``--heron-adapter NAME`` to an adapter; what ``generate`` returns to a
-  :class:`~pytest_heron.types.Prediction`.
+  :class:`~pytest_heron.core.types.Prediction`.
 - :mod:`.isolation`: how the harness asks an adapter (``gold`` by the harness itself, Python
   adapters in a process of their own, :mod:`.child`; hook adapters and
   ``--heron-in-process`` in a thread).

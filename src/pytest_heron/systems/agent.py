@@ -6,7 +6,7 @@ names with their one-line comments, and two actions: ``run_sql_query(sql)`` (run
 returns the row count, column names and the first :data:`PREVIEW_ROWS` rows, or the error) and
 ``results_ok()``, which submits. The answer is the **last query that ran successfully** before
 ``results_ok`` was called. The loop makes at most :data:`MAX_AGENT_CALLS` LLM calls and stops at
-the question's deadline (:class:`~pytest_heron.errors.OutOfTime`, ``adapter_timeout``).
+the question's deadline (:class:`~pytest_heron.core.errors.OutOfTime`, ``adapter_timeout``).
 
 ``--heron-agent-mode`` picks how the model acts (recorded as ``agent_mode`` in the conditions):
 
@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import sandbox
+from pytest_heron.core.errors import AdapterError, OutOfTime
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 from pytest_heron.dataset.catalogue import first_sentence, parse_ddl
-from pytest_heron.errors import AdapterError, OutOfTime
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
@@ -44,7 +45,6 @@ from pytest_heron.systems.llm.client import (
     client_for,
     deadline_after,
 )
-from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 MAX_AGENT_CALLS = 20
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pytest_heron.core.types import Prediction, Question
 from pytest_heron.systems.llm.client import Meter, attach_usage
-from pytest_heron.types import Prediction, Question
 
 if TYPE_CHECKING:
-    from pytest_heron.types import BenchmarkContext
+    from pytest_heron.core.types import BenchmarkContext
 
 
 def time_limits(ctx: BenchmarkContext) -> tuple[float, float]:

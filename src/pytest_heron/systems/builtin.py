@@ -12,8 +12,8 @@ import subprocess
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_heron.errors import AdapterError
-from pytest_heron.types import BenchmarkContext, Prediction, Question
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 
 if TYPE_CHECKING:
     from pytest_heron.dataset.questions import GoldQuestion

@@ -30,13 +30,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
-from pytest_heron.errors import (
+from pytest_heron.core.errors import (
     AdapterError,
     AdapterLookupError,
     InvalidPrediction,
     adapter_failure_kind,
 )
-from pytest_heron.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
+from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
 

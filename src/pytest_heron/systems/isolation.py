@@ -36,13 +36,13 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from pytest_heron.core.errors import AdapterError, AdapterLookupError, InvalidPrediction
+from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.errors import AdapterError, AdapterLookupError, InvalidPrediction
 from pytest_heron.systems import child as wire
 from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
 from pytest_heron.systems.predictions import PredictionFile
 from pytest_heron.systems.registry import GROUP, instantiate, known_adapters, wrong_type
-from pytest_heron.types import Adapter, BenchmarkContext, Prediction
 
 MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
 MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process

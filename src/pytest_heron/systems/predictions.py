@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.errors import ConfigError
-from pytest_heron.safe_text import printable
+from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.safe_text import printable
 
 MAX_BYTES = 64 * 1024 * 1024  # a predictions file larger than this is refused unread
 MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)

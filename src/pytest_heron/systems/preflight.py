@@ -1,6 +1,6 @@
 """What a run checks about its system under test before the first question.
 
-A misconfiguration found here stops the run with one :class:`~pytest_heron.errors.ConfigError`
+A misconfiguration found here stops the run with one :class:`~pytest_heron.core.errors.ConfigError`
 (a pytest usage error, exit status 4) that names what is wrong and what to do, instead of
 failing every question the same way and writing a 0 % results file. Checked, in this order:
 
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_heron.errors import ConfigError
+from pytest_heron.core.errors import ConfigError
 
 PROBE_TIMEOUT_S = 10.0  # GET /models: a server that does not answer this fast is not there
 MAX_MODELS_SHOWN = 8  # of the names a server lists, in an error

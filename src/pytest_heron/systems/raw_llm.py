@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import sandbox
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 from pytest_heron.options import STRATEGIES
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
@@ -28,7 +29,6 @@ from pytest_heron.systems.llm.client import (
     deadline_after,
     extract_sql,
 )
-from pytest_heron.types import BenchmarkContext, Prediction, Question
 
 MAX_CORRECTIONS = 2
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any
 
-from pytest_heron.errors import AdapterLookupError, InvalidPrediction
-from pytest_heron.types import Adapter, Prediction
+from pytest_heron.core.errors import AdapterLookupError, InvalidPrediction
+from pytest_heron.core.types import Adapter, Prediction
 
 GROUP = "pytest_heron.adapters"
 

@@ -178,7 +178,7 @@ CACHE_FILE = "llm-cache.sqlite3"  # inside --heron-cache DIR
 def default_cache_path(folder: Path | None = None) -> Path:
     """The cache file in ``folder`` (``--heron-cache``), by default the heron cache folder."""
     if folder is None:
-        from pytest_heron.paths import cache_dir
+        from pytest_heron.core.paths import cache_dir
 
         folder = cache_dir()
     return folder / CACHE_FILE

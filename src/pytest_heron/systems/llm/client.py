@@ -11,7 +11,7 @@ Public API (stable; adapters in other modules build on it):
   ``LLMConfig.from_context(ctx)`` reads the ``--heron-*`` options from the context.
 - :class:`ChatClient` -- ``client.chat(messages, tools=None, question_id=..., sample=0,
   meter=..., deadline=..., params=None)`` returns a :class:`ChatReply`. ``client_for(ctx, name,
-  version)`` builds one from a :class:`~pytest_heron.types.BenchmarkContext`.
+  version)`` builds one from a :class:`~pytest_heron.core.types.BenchmarkContext`.
 - :class:`ChatReply` -- ``content``, ``tool_calls`` (:class:`ToolCall`), ``finish_reason``,
   billed ``prompt_tokens`` / ``completion_tokens``, ``cached`` (replayed from the cache),
   ``latency_s`` (a replayed reply keeps the latency it had when it was recorded);
@@ -25,7 +25,7 @@ Public API (stable; adapters in other modules build on it):
 - :func:`attach_usage` -- put a meter's usage on an error before re-raising it, so the runner
   records what a failed question billed.
 - :func:`deadline_after` -- a ``time.monotonic()`` deadline from a per-question time limit.
-- Errors, all :class:`~pytest_heron.errors.AdapterError` (so a question fails as
+- Errors, all :class:`~pytest_heron.core.errors.AdapterError` (so a question fails as
   ``adapter_error`` with the message): :class:`LLMError` (the endpoint failed after retries, or
   answered something unusable), :class:`LLMTimeout` (out of time: also a ``TimeoutError``, so
   the question is ``adapter_timeout``), :class:`CacheMiss` (offline and not cached),
@@ -85,7 +85,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_heron.errors import ENDPOINT_REFUSED, AdapterError, OutOfTime
+from pytest_heron.core.errors import ENDPOINT_REFUSED, AdapterError, OutOfTime
 from pytest_heron.systems.llm.cache import (
     KEY_FORMAT,
     ResponseCache,
@@ -124,7 +124,7 @@ __all__ = [
 if TYPE_CHECKING:
     import openai
 
-    from pytest_heron.types import BenchmarkContext
+    from pytest_heron.core.types import BenchmarkContext
 
 PLACEHOLDER_KEY = "heron-no-key"  # local servers (Ollama, vLLM, llama.cpp) accept any key
 RETRY_STATUSES = frozenset({408, 409, 429, 502, 503, 504})

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_heron.errors import HeronError
+from pytest_heron.core.errors import HeronError
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 WEIGHTS_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"

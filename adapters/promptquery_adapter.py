@@ -32,11 +32,12 @@ import subprocess
 import sys
 from typing import Any
 
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, attach_usage, client_for
-from pytest_heron.systems.tools.proxy import LLMProxy, Recording
-from pytest_heron.systems.tools.schema_text import require
-from pytest_heron.types import BenchmarkContext, Prediction, Question
+
+from .proxy import LLMProxy, Recording
+from .schema_text import require
 
 GENERATOR_MARK = "You are a senior data engineer writing PostgreSQL queries."
 REPAIR_MARK = "The query below failed when run against the database."

@@ -31,13 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 from pytest_heron.dataset.catalogue import parse_ddl
-from pytest_heron.errors import AdapterError
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
 from pytest_heron.systems.retrieval.lexical import LexicalIndex
-from pytest_heron.systems.tools.proxy import LLMProxy
-from pytest_heron.systems.tools.schema_text import chunks_in, require, table_chunks
-from pytest_heron.types import BenchmarkContext, Prediction, Question
+
+from .proxy import LLMProxy
+from .schema_text import chunks_in, require, table_chunks
 
 N_RESULTS = 10  # Vanna's default number of retrieved items per kind
 

@@ -27,11 +27,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_heron.errors import AdapterError
+from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
-from pytest_heron.systems.tools.proxy import LLMProxy
-from pytest_heron.systems.tools.schema_text import require, table_comments, tables_mentioned
-from pytest_heron.types import BenchmarkContext, Prediction, Question
+
+from .proxy import LLMProxy
+from .schema_text import require, table_comments, tables_mentioned
 
 MAX_TABLES = 10
 ROW_LIMIT = 1000  # the chain's ``k``: its prompt asks for at most k rows unless the question says

@@ -1,5 +1,5 @@
 """Typed reads of JSON records that may come from elsewhere (a journal, a results file, a
-submission). Every failure is a :class:`~pytest_heron.errors.ResultsFileError` naming the record
+submission). Every failure is a :class:`~.errors.ResultsFileError` naming the record
 and the field, so a bad file gets one specific sentence, not a traceback."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_heron.errors import ErrorKind, ResultsFileError
+from pytest_heron.core.errors import ErrorKind, ResultsFileError
 
 JSON = Any  # a value made of dict, list, str, int, float, bool and None only
 _REQUIRED: Any = object()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pytest_heron.errors import AdapterError, OutOfTime
+from pytest_heron.core.errors import AdapterError, OutOfTime
 from pytest_heron.systems.llm.client import ChatClient, ChatReply, Meter, attach_usage
 
 __all__ = ["Exchange", "LLMProxy", "Recording", "completion_body"]
@@ -58,7 +58,7 @@ class Recording:
     def check(self, tool: str) -> None:
         """Raise AdapterError with the first LLM-layer error the tool met (a cache miss offline,
         an endpoint that failed after retries), else do nothing. Out of time, it is an
-        :class:`~pytest_heron.errors.OutOfTime` (``adapter_timeout``, like every adapter's)."""
+        :class:`~pytest_heron.core.errors.OutOfTime` (``adapter_timeout``, like every adapter's)."""
         first = next((ex for ex in self.exchanges if ex.error), None)
         if first is not None:
             kind = OutOfTime if first.timed_out else AdapterError

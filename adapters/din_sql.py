@@ -34,13 +34,15 @@ from __future__ import annotations
 import re
 import time
 
-from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.database.introspect import column_pairs, foreign_keys
-from pytest_heron.dataset.catalogue import TableInfo, first_sentence
-from pytest_heron.systems.base import MeteredAdapter
-from pytest_heron.systems.llm.client import ChatClient, Meter, client_for, extract_sql
-from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
+from pytest_heron.retrieval import (
+    LexicalIndex,
+    TableInfo,
+    column_pairs,
+    first_sentence,
+    foreign_keys,
+)
 
 from .schema_text import (
     FALLBACK_TABLES,

@@ -27,9 +27,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
+from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for
 
 from .proxy import LLMProxy
 from .schema_text import require, table_comments, tables_mentioned

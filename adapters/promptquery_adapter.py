@@ -32,9 +32,8 @@ import subprocess
 import sys
 from typing import Any
 
-from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, attach_usage, client_for
+from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron.llm import PLACEHOLDER_KEY, attach_usage, client_for
 
 from .proxy import LLMProxy, Recording
 from .schema_text import require

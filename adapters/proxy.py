@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from pytest_heron.core.errors import AdapterError, OutOfTime
-from pytest_heron.systems.llm.client import ChatClient, ChatReply, Meter, attach_usage
+from pytest_heron import AdapterError, OutOfTime
+from pytest_heron.llm import ChatClient, ChatReply, Meter, attach_usage
 
 __all__ = ["Exchange", "LLMProxy", "Recording", "completion_body"]
 

@@ -22,8 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 
-from pytest_heron.core.errors import AdapterError
-from pytest_heron.dataset.catalogue import TableInfo, parse_ddl, split_statements, statement_table
+from pytest_heron import AdapterError
+from pytest_heron.retrieval import TableInfo, parse_ddl, split_statements, statement_table
 
 __all__ = [
     "FALLBACK_TABLES",

@@ -31,11 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.dataset.catalogue import parse_ddl
-from pytest_heron.systems.llm.client import PLACEHOLDER_KEY, client_for
-from pytest_heron.systems.retrieval.lexical import LexicalIndex
+from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron.llm import PLACEHOLDER_KEY, client_for
+from pytest_heron.retrieval import LexicalIndex, parse_ddl
 
 from .proxy import LLMProxy
 from .schema_text import chunks_in, require, table_chunks

@@ -17,9 +17,9 @@ import pytest
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
-from pytest_heron.results.folder import CSV_COLUMNS
 from pytest_heron.scoring.metrics import Summary
 from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
+from pytest_heron.site.report import CSV_COLUMNS
 
 pytest_plugins = ["pytester"]
 

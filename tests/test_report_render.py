@@ -23,11 +23,11 @@ from pytest_heron.core.errors import ErrorKind
 from pytest_heron.results import document as report
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
-from pytest_heron.results.folder import write_report
 from pytest_heron.scoring.outcome import Outcome, Sample
+from pytest_heron.site.report import write_report
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
-BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (results/folder.py, class "bar")
+BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (site/report.py, class "bar")
 
 
 def _install_chromium() -> str:

@@ -26,11 +26,11 @@ from pytest_heron.core.errors import ResultsFileError
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.document import write_results
-from pytest_heron.results.folder import CSV_COLUMNS, questions_csv, write_report
 from pytest_heron.site import charts, sqltext
 from pytest_heron.site.build import build_site
 from pytest_heron.site.inputs import read_board
 from pytest_heron.site.pairing import pair
+from pytest_heron.site.report import CSV_COLUMNS, questions_csv, write_report
 from pytest_heron.site.schema import diagram, schema_modules
 from site_runs import flawed_run, gold_run
 

@@ -5,15 +5,17 @@ The public API for adapter authors is re-exported here; everything else is inter
 
 from __future__ import annotations
 
-from pytest_heron.core.errors import HeronError
+from pytest_heron.core.errors import AdapterError, HeronError, OutOfTime
 from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction, Question
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Adapter",
+    "AdapterError",
     "BenchmarkContext",
     "HeronError",
+    "OutOfTime",
     "Prediction",
     "Question",
     "__version__",

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import HeronError
-from pytest_heron.database.server import Server, embedded, from_dsn, redacted
-from pytest_heron.generate.citus import LAYOUTS
+from pytest_heron.database import Server, embedded, from_dsn, redacted
+from pytest_heron.generate import LAYOUTS
 from pytest_heron.options import SCALES
 
 
@@ -26,7 +26,7 @@ def _server(dsn: str | None) -> Server:
 
 
 def _seed(args: argparse.Namespace) -> int:
-    from pytest_heron.database.states import ensure_state
+    from pytest_heron.database import ensure_state
 
     started = time.perf_counter()
     server = _server(args.dsn)
@@ -59,7 +59,7 @@ def _seed(args: argparse.Namespace) -> int:
 
 
 def _ddl(args: argparse.Namespace) -> int:
-    from pytest_heron.generate.load import ddl_script
+    from pytest_heron.generate import ddl_script
 
     sys.stdout.write(ddl_script(args.layout))
     return 0
@@ -76,8 +76,7 @@ def _runner(args: argparse.Namespace) -> int:
 def _checksum(args: argparse.Namespace) -> int:
     import psycopg
 
-    from pytest_heron.database.checksum import table_checksums, total_line
-    from pytest_heron.database.states import state_name
+    from pytest_heron.database import state_name, table_checksums, total_line
     from pytest_heron.generate import load_bundle
 
     database = args.database or state_name(args.scale, args.seed)
@@ -106,8 +105,7 @@ def _compare(args: argparse.Namespace) -> int:
     """Two runs side by side, paired question by question. Exit status: 0, or 1 when B's
     multi-state EX is more than ``--max-drop`` points below A's, or 2 when the runs' conditions
     differ and ``--strict`` is given (or a file cannot be read)."""
-    from pytest_heron.results.comparison import compare_runs
-    from pytest_heron.results.document import read_results
+    from pytest_heron.results import compare_runs, read_results
 
     first, second = (read_results(Path(path)) for path in (args.a, args.b))
     comparison = compare_runs(first, second, args.a, args.b)
@@ -143,14 +141,14 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from pytest_heron.dataset.questions import load_questions
-    from pytest_heron.scoring.recall import markdown, rank_questions, recall_table
-    from pytest_heron.systems.retrieval.rankers import ranker
+    from pytest_heron.dataset import load_questions
+    from pytest_heron.scoring import markdown, rank_questions, recall_table
+    from pytest_heron.systems import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
     if args.method == "embedding":  # minutes on a small machine: show progress
         from pytest_heron.core.progress import Steps
-        from pytest_heron.systems.retrieval.rankers import build_ranker, table_docs
+        from pytest_heron.systems import build_ranker, table_docs
 
         docs = table_docs()
         with Steps("embedding tables and questions", 2 * len(docs) + len(questions)) as steps:
@@ -183,8 +181,8 @@ def _recall(args: argparse.Namespace) -> int:
 
 
 def _submit(args: argparse.Namespace) -> int:
-    from pytest_heron.board.submission import About, write_submission
-    from pytest_heron.results.document import read_results
+    from pytest_heron.board import About, write_submission
+    from pytest_heron.results import read_results
 
     folder = write_submission(
         read_results(Path(args.results)),
@@ -218,10 +216,15 @@ def _hidden_seed(text: str) -> int | None:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from pytest_heron.board.protocol import default_protocol_path, load_protocol
-    from pytest_heron.board.submission import VERDICT
-    from pytest_heron.board.verify import summary_of, verify, write_verdict
-    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.board import (
+        VERDICT,
+        default_protocol_path,
+        load_protocol,
+        summary_of,
+        verify,
+        write_verdict,
+    )
+    from pytest_heron.dataset import load_questions
 
     folder = Path(args.folder)
     if folder.is_symlink() or not folder.is_dir():
@@ -249,7 +252,7 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from pytest_heron.board.leaderboard import build_board, check_board, write_board
+    from pytest_heron.board import build_board, check_board, write_board
 
     files = build_board(Path(args.submissions))
     out = Path(args.out)
@@ -269,8 +272,7 @@ def _leaderboard(args: argparse.Namespace) -> int:
 
 
 def _site(args: argparse.Namespace) -> int:
-    from pytest_heron.site.build import build_site
-    from pytest_heron.site.gold import gold_rows_on_state
+    from pytest_heron.site import build_site, gold_rows_on_state
 
     if args.board is None and not args.runs and not args.runner:
         raise HeronError("heron site: give --board DIR, --runs DIR|FILE ..., --runner, or more")

@@ -10,9 +10,9 @@ from pytest_heron.core.errors import ErrorKind
 from pytest_heron.core.safe_text import printable
 
 if TYPE_CHECKING:
-    from pytest_heron.dataset.questions import GoldQuestion
+    from pytest_heron.dataset import GoldQuestion
     from pytest_heron.run import HeronRun
-    from pytest_heron.scoring.outcome import Outcome
+    from pytest_heron.scoring import Outcome
 
 
 class QuestionFailed(Exception):

@@ -18,7 +18,6 @@ from pytest_heron.core.errors import ConfigError
 
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
-STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
 AGENT_MODES = ("tools", "grammar")
 
 
@@ -296,6 +295,14 @@ def _number(name: str, value: Any, kind: type, *, minimum: float | None = None) 
     return number
 
 
+def strategies() -> tuple[str, ...]:
+    """The raw LLM adapter's prompting strategies (imported when a run's settings are resolved,
+    so that loading the plugin does not load the adapter)."""
+    from pytest_heron.systems import STRATEGIES
+
+    return STRATEGIES
+
+
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ConfigError(f"--{name}: expected one of {', '.join(choices)}; got {value!r}")
@@ -314,13 +321,13 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         raise ConfigError("--heron-resume needs --heron-output (the journal lives beside it)")
     save = _optional_value("heron-save", raw["heron-save"])
     if save:
-        from pytest_heron.results.saved import check_name
+        from pytest_heron.results import check_name
 
         check_name(save)
     compare = _optional_value("heron-compare", raw["heron-compare"])
     compare_fail: tuple[tuple[str, float], ...] = ()
     if raw["heron-compare-fail"]:
-        from pytest_heron.results.comparison import parse_fail
+        from pytest_heron.results import parse_fail
 
         compare_fail = tuple(parse_fail(str(raw["heron-compare-fail"])).items())
         if compare is None:
@@ -355,7 +362,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         model=raw["heron-model"],
         temperature=_number("heron-temperature", raw["heron-temperature"], float, minimum=0),
         samples=_number("heron-samples", raw["heron-samples"], int, minimum=1),
-        strategy=_choice("heron-strategy", raw["heron-strategy"], STRATEGIES),
+        strategy=_choice("heron-strategy", raw["heron-strategy"], strategies()),
         max_tokens=_number("heron-max-tokens", raw["heron-max-tokens"], int, minimum=0) or None,
         agent_mode=_choice("heron-agent-mode", raw["heron-agent-mode"], AGENT_MODES),
         cache=_absolute(raw["heron-cache"]),

@@ -141,7 +141,7 @@ class HeronPlugin:
             return
         for key, value in report.user_properties:
             if key == PAYLOAD and isinstance(value, dict):
-                from pytest_heron.scoring.outcome import Outcome
+                from pytest_heron.scoring import Outcome
 
                 self.run.record(Outcome.from_json(value, f"the outcome of {report.nodeid}"))
                 return
@@ -180,7 +180,7 @@ class HeronPlugin:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if _is_worker(self.config) or self.run.results is None:
             return
-        from pytest_heron.results.terminal import summary_lines
+        from pytest_heron.results import summary_lines
 
         tr = terminalreporter
         tr.write_sep("=", "heron benchmark")

@@ -15,7 +15,6 @@ through ``workerinput`` and only answers questions. The stages it drives, in ord
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import os
 import platform
 import sys
@@ -28,7 +27,7 @@ from typing import Any
 import psycopg
 
 from pytest_heron import __version__
-from pytest_heron.board.protocol import BUILTIN_PRICES, Protocol, load_protocol
+from pytest_heron.board import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.core.errors import (
     ENDPOINT_REFUSED,
     AdapterError,
@@ -38,41 +37,44 @@ from pytest_heron.core.errors import (
     ResultsFileError,
 )
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
-from pytest_heron.database.server import Server, choose, start
-from pytest_heron.database.states import State, ensure_state
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.database import Server, State, choose, ensure_state, seed_jobs, start
+from pytest_heron.dataset import GoldQuestion, load_questions, questions_digest
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
-from pytest_heron.results.comparison import Comparison, compare_runs
-from pytest_heron.results.conditions import Conditions
-from pytest_heron.results.document import Results, read_results, results_document, write_results
-from pytest_heron.results.files import check_writable
-from pytest_heron.results.journal import Journal, journal_path
-from pytest_heron.results.saved import find_run, runs_folder, save_run
-from pytest_heron.sandbox.roles import release_adapters
-from pytest_heron.scoring.outcome import Outcome
-from pytest_heron.scoring.pricing import load_prices, price_for
-from pytest_heron.scoring.score import StateRef, score_question
-from pytest_heron.systems import preflight
-from pytest_heron.systems.isolation import FileSystem, System, open_system
-from pytest_heron.systems.llm.cache import default_cache_path, endpoint_id
-from pytest_heron.systems.llm.client import api_key
-from pytest_heron.systems.predictions import load_predictions
+from pytest_heron.results import (
+    Comparison,
+    Conditions,
+    Journal,
+    Results,
+    check_writable,
+    compare_runs,
+    find_run,
+    journal_path,
+    read_results,
+    results_document,
+    runs_folder,
+    save_run,
+    write_results,
+)
+from pytest_heron.sandbox import release_adapters
+from pytest_heron.scoring import Outcome, StateRef, load_prices, price_for, score_question
+from pytest_heron.systems import (
+    NEEDS,
+    FileSystem,
+    System,
+    api_key,
+    asks_a_model,
+    check_declared,
+    check_endpoint,
+    check_extras,
+    check_options,
+    default_cache_path,
+    endpoint_id,
+    load_predictions,
+    open_system,
+)
 
 Hook = Callable[[str], Any]
-
-
-def seed_jobs() -> int:
-    """Processes that load a missing state (read when a state is built, not at import)."""
-    return max(1, min(4, os.cpu_count() or 1))
-
-
-def questions_digest(questions: Mapping[str, GoldQuestion]) -> str:
-    """16 hex of SHA-256 over every question's id and gold SQL, in id order."""
-    digest = hashlib.sha256()
-    for q in questions.values():
-        digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
-    return digest.hexdigest()[:16]
 
 
 def _package_version(name: str) -> str | None:
@@ -92,8 +94,8 @@ class HeronRun:
         }
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
         name = settings.adapter or ""
-        preflight.check_extras(name)
-        preflight.check_options(
+        check_extras(name)
+        check_options(
             name, model=settings.model, endpoint=settings.endpoint, offline=settings.offline
         )
         # fail fast on an unknown name too; an isolated adapter is looked up in its own process
@@ -106,11 +108,11 @@ class HeronRun:
             self.system = open_system(
                 name, hook, in_process=settings.in_process, timeout_s=settings.timeout
             )
-        self.asks_a_model = preflight.asks_a_model(name, self.system.needs)
-        if name not in preflight.NEEDS:  # the built-ins were checked above, before the process
+        self.asks_a_model = asks_a_model(name, self.system.needs)
+        if name not in NEEDS:  # the built-ins were checked above, before the process
             try:  # what a third-party adapter declares it needs, checked as the built-ins' are
-                preflight.check_declared(name, self.system.needs)
-                preflight.check_options(
+                check_declared(name, self.system.needs)
+                check_options(
                     name,
                     model=settings.model,
                     endpoint=settings.endpoint,
@@ -181,7 +183,7 @@ class HeronRun:
         s = self.settings
         if not self.asks_a_model or s.offline or not s.endpoint or not s.model:
             return
-        note = preflight.check_endpoint(s.endpoint, s.model, api_key())
+        note = check_endpoint(s.endpoint, s.model, api_key())
         progress(note or f"endpoint {s.endpoint} serves {s.model}")
 
     def _check_gold(self) -> None:
@@ -370,7 +372,7 @@ class HeronRun:
         if self.settings.output is not None:
             write_results(self.settings.output, self.results)
         if self.settings.report is not None:
-            from pytest_heron.results.folder import write_report
+            from pytest_heron.site import write_report
 
             write_report(self.settings.report, self.results, list(self.questions.values()))
         self._save_and_compare(self.results)

@@ -13,10 +13,8 @@ from pytest_heron.core.progress import Steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from pytest_heron.database.introspect import foreign_keys
-    from pytest_heron.database.server import embedded
-    from pytest_heron.database.states import ensure_state
-    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.database import embedded, ensure_state, foreign_keys
+    from pytest_heron.dataset import load_questions
 
     parser = argparse.ArgumentParser(prog="python -m pytest_heron.audit")
     parser.add_argument("--questions", type=Path, help="question folder (default: built-in)")

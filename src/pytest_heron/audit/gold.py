@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from sqlglot import exp
 
 from pytest_heron import compare
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.sandbox.execute import MAX_ROWS, ExecResult, execute
-from pytest_heron.sandbox.statement import parse_sql
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.sandbox import MAX_ROWS, ExecResult, execute, parse_sql
 
 TIMEOUT_S = 60.0  # statement timeout of every audit query
 

@@ -14,9 +14,9 @@ from sqlglot import exp
 
 from pytest_heron import compare
 from pytest_heron.audit.gold import run_gold
-from pytest_heron.database.introspect import ForeignKey, by_column, foreign_keys
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.sandbox.statement import parse_sql
+from pytest_heron.database import ForeignKey, by_column, foreign_keys
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.sandbox import parse_sql
 
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(.*)$")
 

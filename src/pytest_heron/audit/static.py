@@ -9,8 +9,8 @@ import sqlglot
 from sqlglot import exp
 
 from pytest_heron import compare
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.sandbox.statement import parse_sql, tables_read
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.sandbox import parse_sql, tables_read
 
 VOLATILE = {
     "random",

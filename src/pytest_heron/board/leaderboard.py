@@ -20,7 +20,7 @@ from xml.sax.saxutils import escape
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
 from pytest_heron.board.verify import read_verdict
 from pytest_heron.core.errors import HeronError, ResultsFileError
-from pytest_heron.scoring.metrics import grade, mcnemar_exact
+from pytest_heron.scoring import grade, mcnemar_exact
 
 BOARD_FORMAT = 1
 REFERENCE_TOOLS = ("gold",)  # the harness's own reference: on the board, never ranked

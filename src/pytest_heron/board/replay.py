@@ -33,8 +33,7 @@ from pathlib import Path
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.submission import CACHE
 from pytest_heron.core.records import JSON
-from pytest_heron.systems.llm.cache import CACHE_FILE, ResponseCache
-from pytest_heron.systems.registry import known_adapters
+from pytest_heron.systems import CACHE_FILE, ResponseCache, known_adapters
 
 REPLAY_TIMEOUT_S = 3 * 3600  # the whole child run; offline, so far above any honest need
 MAX_LISTED = 20  # mismatching answers named in full; then "and N more"
@@ -261,7 +260,7 @@ def replay(
     if not results.is_file():
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         return Replay("failed", f"the replay wrote no results (exit {done.returncode}): {tail}")
-    from pytest_heron.results.document import read_results
+    from pytest_heron.results import read_results
 
     data = read_results(results)
     again: dict[str, list[tuple[str | None, object]]] = {}

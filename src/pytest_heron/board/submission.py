@@ -25,7 +25,7 @@ import yaml
 
 from pytest_heron.core.errors import HeronError
 from pytest_heron.core.records import JSON
-from pytest_heron.results.document import Results
+from pytest_heron.results import Results
 
 SUBMISSION_FORMAT = 1
 META = "submission.yaml"
@@ -134,7 +134,7 @@ def copy_cache(source: Path, target: Path, results: Results) -> int:
     the number of rows copied."""
     import sqlite3
 
-    from pytest_heron.systems.llm.cache import ResponseCache
+    from pytest_heron.systems import ResponseCache
 
     ids = sorted(o.id for o in results.outcomes)
     model = results.conditions.model or ""

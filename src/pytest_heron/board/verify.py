@@ -45,12 +45,11 @@ from pytest_heron.board.submission import (
 from pytest_heron.core.errors import ErrorKind, HeronError, ResultsFileError
 from pytest_heron.core.progress import Steps
 from pytest_heron.core.records import JSON, RecordReader
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.results.conditions import Conditions
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.metrics import Summary
-from pytest_heron.scoring.outcome import Outcome, Sample
-from pytest_heron.scoring.score import TIME_RUNS, StateRef, score_sql
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.results import Conditions
+from pytest_heron.scoring import TIME_RUNS, Outcome, Sample, StateRef, Summary, score_sql
+from pytest_heron.scoring import breakdown as metrics_breakdown
+from pytest_heron.scoring import summary as metrics_summary
 
 VERDICT_FORMAT = 1
 SIZE_CAPS = {  # bytes
@@ -146,7 +145,7 @@ class Checked:
 
 def questions_digest(questions: Sequence[GoldQuestion]) -> str:
     """The run's digest of the question set (:func:`pytest_heron.run.questions_digest`)."""
-    from pytest_heron.run import questions_digest as digest
+    from pytest_heron.dataset import questions_digest as digest
 
     return digest({q.id: q for q in sorted(questions, key=lambda q: q.id)})
 
@@ -560,7 +559,7 @@ def reproduce(
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Re-execute every prediction; return the reasons to reject and the verdict's figures."""
-    from pytest_heron.scoring.pricing import load_prices, price_for
+    from pytest_heron.scoring import load_prices, price_for
 
     say = progress or (lambda _msg: None)
     everything = [*states, hidden]
@@ -593,7 +592,7 @@ def reproduce(
         if steps is not None:
             steps.advance(detail=q.id)
     price = price_for(protocol.model, load_prices(None))
-    summary = metrics.summary(outcomes, protocol.seeds[0], samples=protocol.samples, price=price)
+    summary = metrics_summary(outcomes, protocol.seeds[0], samples=protocol.samples, price=price)
     table = compare_claims(sub.claimed, summary, protocol.tolerance, reasons)
     n = len(outcomes)
     ex_hidden = None if n == 0 else round(100.0 * sum(hidden_hits.values()) / n, 4)
@@ -615,7 +614,7 @@ def reproduce(
         "reproduced": summary.to_json(),
         "breakdown": {
             axis: {b: bucket.to_json() for b, bucket in buckets.items()}
-            for axis, buckets in metrics.breakdown(outcomes, protocol.seeds[0]).items()
+            for axis, buckets in metrics_breakdown(outcomes, protocol.seeds[0]).items()
         },
         "correct": {o.id: o.correct for o in outcomes},
         "correct_hidden": dict(sorted(hidden_hits.items())),
@@ -700,9 +699,7 @@ def verify(
     }
     import psycopg
 
-    from pytest_heron.database.server import start
-    from pytest_heron.database.states import ensure_state
-    from pytest_heron.run import seed_jobs
+    from pytest_heron.database import ensure_state, seed_jobs, start
 
     say = progress or (lambda _msg: None)
     server = start(backend, dsn)
@@ -783,7 +780,7 @@ def _replay(
 
 
 def write_verdict(path: Path, verdict: Verdict) -> None:
-    from pytest_heron.results.files import write_atomic
+    from pytest_heron.results import write_atomic
 
     write_atomic(path, json.dumps(verdict.to_json(), indent=2) + "\n")
 

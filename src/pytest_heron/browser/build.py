@@ -26,11 +26,20 @@ from pytest_heron import __version__
 from pytest_heron.browser import data, vendor
 from pytest_heron.compare import order_keys
 from pytest_heron.core.paths import cache_dir
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions, questions_digest
 from pytest_heron.generate import load_bundle
-from pytest_heron.run import questions_digest
-from pytest_heron.systems import agent
-from pytest_heron.systems.llm.client import DEFAULT_MAX_TOKENS
+from pytest_heron.systems import (
+    AGENT_SYSTEM,
+    CELL_CHARS,
+    DEFAULT_MAX_TOKENS,
+    MAX_AGENT_CALLS,
+    NOTHING_RAN,
+    NUDGE,
+    PREVIEW_ROWS,
+    TOOLS,
+    AgentAdapter,
+    catalogue,
+)
 
 ASSETS = ("compare.js", "guard.js", "runner.css", "runner.js", "state.js", "wire.js", "worker.js")
 PAGE = "runner.html"
@@ -41,7 +50,7 @@ def benchmark_document(scale: str, seed: int) -> dict[str, Any]:
     """What the page needs to run the agent loop and score it, from the Python modules."""
     bundle = load_bundle()
     tables = sorted(bundle.tables)
-    schemas, table_lines = agent.catalogue(bundle.ddl, tables)
+    schemas, table_lines = catalogue(bundle.ddl, tables)
     gold = load_questions()
     questions = []
     for q in gold:
@@ -67,17 +76,17 @@ def benchmark_document(scale: str, seed: int) -> dict[str, Any]:
         "postgres_version": f"16.4 (PGlite {vendor.PGLITE_VERSION})",
         "questions_digest": questions_digest({q.id: q for q in sorted(gold, key=lambda q: q.id)}),
         "agent": {
-            "name": agent.AgentAdapter.name,
-            "version": agent.AgentAdapter.version,
-            "system": agent.AGENT_SYSTEM.format(schemas=schemas, tables=table_lines),
-            "nudge": agent.NUDGE,
-            "nothing_ran": agent.NOTHING_RAN,
-            "tools": agent.TOOLS,
-            "max_calls": agent.MAX_AGENT_CALLS,
+            "name": AgentAdapter.name,
+            "version": AgentAdapter.version,
+            "system": AGENT_SYSTEM.format(schemas=schemas, tables=table_lines),
+            "nudge": NUDGE,
+            "nothing_ran": NOTHING_RAN,
+            "tools": TOOLS,
+            "max_calls": MAX_AGENT_CALLS,
             "max_tokens": DEFAULT_MAX_TOKENS,
             "mode": "tools",
-            "preview_rows": agent.PREVIEW_ROWS,
-            "cell_chars": agent.CELL_CHARS,
+            "preview_rows": PREVIEW_ROWS,
+            "cell_chars": CELL_CHARS,
         },
         "tables": tables,
         "questions": questions,

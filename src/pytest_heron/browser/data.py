@@ -14,11 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.dataset.catalogue import split_statements
-from pytest_heron.generate import load_bundle
-from pytest_heron.generate.columns import Generator
-from pytest_heron.generate.copytext import encode
-from pytest_heron.generate.load import CHUNK_ROWS
+from pytest_heron.dataset import split_statements
+from pytest_heron.generate import CHUNK_ROWS, Generator, encode, load_bundle
 
 Progress = Callable[[str], None]
 

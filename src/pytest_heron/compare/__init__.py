@@ -155,3 +155,18 @@ def _compare_rows(
             text += f" (row counts differ too: gold {n_gold}, predicted {n_pred})"
         return text
     return Matcher(gold, pred, _normalise_order(order, g_width)).run()
+
+
+from typing import TYPE_CHECKING  # noqa: E402
+
+from pytest_heron.core.door import opener  # noqa: E402
+
+# The door: what other stages may import from this one, each name loaded on first use
+# (tests/test_layers.py holds every other stage to these names).
+if TYPE_CHECKING:
+    from pytest_heron.compare.overlap import overlap as overlap
+
+_DOOR = {
+    "overlap": "overlap",
+}
+__getattr__ = opener(globals(), _DOOR)

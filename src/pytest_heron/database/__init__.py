@@ -5,3 +5,47 @@
 - :mod:`.checksum`: per-table checksums of a state (what ``heron checksum`` prints).
 - :mod:`.introspect`: what the live catalogue says (foreign keys).
 """
+
+from typing import TYPE_CHECKING
+
+from pytest_heron.core.door import opener
+
+# The door: what other stages may import from this one, each name loaded on first use
+# (tests/test_layers.py holds every other stage to these names).
+if TYPE_CHECKING:
+    from pytest_heron.database.checksum import table_checksums as table_checksums
+    from pytest_heron.database.checksum import total_line as total_line
+    from pytest_heron.database.introspect import ForeignKey as ForeignKey
+    from pytest_heron.database.introspect import by_column as by_column
+    from pytest_heron.database.introspect import column_pairs as column_pairs
+    from pytest_heron.database.introspect import foreign_keys as foreign_keys
+    from pytest_heron.database.server import Server as Server
+    from pytest_heron.database.server import choose as choose
+    from pytest_heron.database.server import embedded as embedded
+    from pytest_heron.database.server import from_dsn as from_dsn
+    from pytest_heron.database.server import redacted as redacted
+    from pytest_heron.database.server import start as start
+    from pytest_heron.database.states import State as State
+    from pytest_heron.database.states import ensure_state as ensure_state
+    from pytest_heron.database.states import seed_jobs as seed_jobs
+    from pytest_heron.database.states import state_name as state_name
+
+_DOOR = {
+    "ForeignKey": "introspect",
+    "Server": "server",
+    "State": "states",
+    "by_column": "introspect",
+    "choose": "server",
+    "column_pairs": "introspect",
+    "embedded": "server",
+    "ensure_state": "states",
+    "foreign_keys": "introspect",
+    "from_dsn": "server",
+    "redacted": "server",
+    "seed_jobs": "states",
+    "start": "server",
+    "state_name": "states",
+    "table_checksums": "checksum",
+    "total_line": "checksum",
+}
+__getattr__ = opener(globals(), _DOOR)

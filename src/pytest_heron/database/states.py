@@ -27,10 +27,16 @@ from psycopg.conninfo import conninfo_to_dict
 from pytest_heron.core.errors import BackendError, ConfigError
 from pytest_heron.core.progress import Steps
 from pytest_heron.database.server import Server
-from pytest_heron.generate import load_bundle
-from pytest_heron.generate.citus import LAYOUTS
-from pytest_heron.generate.load import SeedResult, seed_database
-from pytest_heron.sandbox import roles
+from pytest_heron.generate import LAYOUTS, SeedResult, load_bundle, seed_database
+from pytest_heron.sandbox import DANGEROUS_FUNCTIONS as roles_DANGEROUS_FUNCTIONS
+from pytest_heron.sandbox import (
+    close_database,
+    close_maintenance_databases,
+    create_adapter_role,
+    prepare_scoring_role,
+    scoring_role,
+)
+from pytest_heron.sandbox import lock_down as roles_lock_down
 
 MANIFEST_FORMAT = 1
 # How long a build waits for another process's lock on the same state (a tiny state seeds in
@@ -98,7 +104,7 @@ def _drop(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
 def reader_role(database: str) -> str:
     """The SELECT-only scoring role of one state database (one role per state, so a prediction
     can read only the state it is scored on); see :mod:`pytest_heron.sandbox.roles`."""
-    return roles.scoring_role(database)
+    return scoring_role(database)
 
 
 def _schemas() -> list[str]:
@@ -152,10 +158,10 @@ def _grant_reader(server: Server, database: str, exclusive: bool = True) -> tupl
     the owner (and the run's adapter role) that connects. Returns ``(role, password)``."""
     state_dsn = server.dsn(database)
     if exclusive:
-        roles.close_database(server.admin_dsn, state_dsn, database)
+        close_database(server.admin_dsn, state_dsn, database)
         if server.owned:
-            roles.close_maintenance_databases(server.admin_dsn)
-    return roles.prepare_scoring_role(
+            close_maintenance_databases(server.admin_dsn)
+    return prepare_scoring_role(
         server.admin_dsn, state_dsn, database, _schemas(), key=_harness_key(server)
     )
 
@@ -173,9 +179,9 @@ def _harness_key(server: Server) -> str | None:
     return admin_secret(folder / "harness")
 
 
-# Kept here for existing imports; the list and the revocation live in sandbox/roles.py.
-DANGEROUS_FUNCTIONS = roles.DANGEROUS_FUNCTIONS
-lock_down = roles.lock_down
+# Kept here for existing imports; the list and the revocation live in sandbox/py.
+DANGEROUS_FUNCTIONS = roles_DANGEROUS_FUNCTIONS
+lock_down = roles_lock_down
 
 
 def _stamp(
@@ -258,7 +264,7 @@ def ensure_state(
     ``layout="citus"`` seeds in place into ``database``, which must exist (see
     :func:`ensure_citus_state`); the plugin's states are always ``standard``. The scoring
     role is reset on every call; ``adapter=True`` also creates this process's adapter role
-    for the state (``State.adapter_dsn``), dropped by ``roles.release_adapters()``.
+    for the state (``State.adapter_dsn``), dropped by ``release_adapters()``.
     """
     if layout not in LAYOUTS:
         raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
@@ -310,7 +316,7 @@ def ensure_state(
                 manifest = _stamp(conn, name, scale, seed, result, {"layout": "standard"})
                 say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
             login = _grant_reader(server, name)
-            roles.lock_down(server.dsn(name))
+            roles_lock_down(server.dsn(name))
         finally:
             conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
     return _state(server, scale, seed, name, manifest, login, adapter)
@@ -326,7 +332,7 @@ def _create_building(
             sql.Identifier(building)
         )
     )
-    roles.close_database(server.admin_dsn, server.dsn(building), building)
+    close_database(server.admin_dsn, server.dsn(building), building)
 
 
 def _state(
@@ -340,9 +346,7 @@ def _state(
 ) -> State:
     adapter_dsn = None
     if adapter:
-        role, password = roles.create_adapter_role(
-            server.admin_dsn, server.dsn(name), name, _schemas()
-        )
+        role, password = create_adapter_role(server.admin_dsn, server.dsn(name), name, _schemas())
         adapter_dsn = server.dsn(name, user=role, password=password)
     return State(
         scale=scale,
@@ -485,3 +489,8 @@ def _drop_other_versions(
             continue
         dropped.append(str(other))
     return dropped
+
+
+def seed_jobs() -> int:
+    """Processes that load a missing state (read when a state is built, not at import)."""
+    return max(1, min(4, os.cpu_count() or 1))

@@ -13,8 +13,9 @@ and quotes at most a few dozen characters of a bad value.
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -217,3 +218,11 @@ def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestio
     if not questions:
         raise QuestionFileError(str(folder), None, None, "holds no question files (*.yaml)")
     return [questions[k] for k in sorted(questions)]
+
+
+def questions_digest(questions: Mapping[str, GoldQuestion]) -> str:
+    """16 hex of SHA-256 over every question's id and gold SQL, in id order."""
+    digest = hashlib.sha256()
+    for q in questions.values():
+        digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
+    return digest.hexdigest()[:16]

@@ -10,3 +10,31 @@ from pytest_heron.generate.columns import Col, Generator
 from pytest_heron.generate.spec import Bundle, load_bundle
 
 __all__ = ["Bundle", "Col", "Generator", "load_bundle"]
+
+from typing import TYPE_CHECKING
+
+from pytest_heron.core.door import opener
+
+# The door: what other stages may import from this one, each name loaded on first use
+# (tests/test_layers.py holds every other stage to these names).
+if TYPE_CHECKING:
+    from pytest_heron.generate.citus import LAYOUTS as LAYOUTS
+    from pytest_heron.generate.copytext import encode as encode
+    from pytest_heron.generate.load import CHUNK_ROWS as CHUNK_ROWS
+    from pytest_heron.generate.load import SeedResult as SeedResult
+    from pytest_heron.generate.load import ddl_script as ddl_script
+    from pytest_heron.generate.load import seed_database as seed_database
+    from pytest_heron.generate.streams import integers as integers
+    from pytest_heron.generate.streams import stream_key as stream_key
+
+_DOOR = {
+    "CHUNK_ROWS": "load",
+    "LAYOUTS": "citus",
+    "SeedResult": "load",
+    "ddl_script": "load",
+    "encode": "copytext",
+    "integers": "streams",
+    "seed_database": "load",
+    "stream_key": "streams",
+}
+__getattr__ = opener(globals(), _DOOR)

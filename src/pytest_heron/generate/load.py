@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from pytest_heron.core.errors import ConfigError
-from pytest_heron.dataset.catalogue import split_statements
+from pytest_heron.dataset import split_statements
 from pytest_heron.generate import citus
 from pytest_heron.generate.columns import Generator
 from pytest_heron.generate.copytext import encode

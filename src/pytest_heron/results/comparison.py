@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from pytest_heron.core.errors import ConfigError, HeronError
 from pytest_heron.results.document import Results
-from pytest_heron.scoring.metrics import Summary, mcnemar_exact
+from pytest_heron.scoring import Summary, mcnemar_exact
 
 # key of --heron-compare-fail -> (label, the metric); all are 0-100, higher is better
 METRICS: dict[str, tuple[str, Callable[[Summary], float | None]]] = {

@@ -17,9 +17,8 @@ from pytest_heron.core.errors import ResultsFileError
 from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.files import write_atomic
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.metrics import Breakdown, Bucket, Summary
-from pytest_heron.scoring.outcome import Outcome
+from pytest_heron.scoring import Breakdown, Bucket, Outcome, Summary, summary
+from pytest_heron.scoring import breakdown as metrics_breakdown
 
 RESULTS_VERSION = 1
 
@@ -89,10 +88,8 @@ def results_document(conditions: Conditions, outcomes: Sequence[Outcome]) -> Res
     first_seed = conditions.seeds[0]
     return Results(
         conditions=conditions,
-        metrics=metrics.summary(
-            ordered, first_seed, samples=conditions.samples, price=conditions.price
-        ),
-        breakdown=metrics.breakdown(ordered, first_seed),
+        metrics=summary(ordered, first_seed, samples=conditions.samples, price=conditions.price),
+        breakdown=metrics_breakdown(ordered, first_seed),
         outcomes=ordered,
     )
 

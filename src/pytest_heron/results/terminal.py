@@ -6,8 +6,14 @@ from typing import Any
 
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.metrics import Summary
+from pytest_heron.scoring import (
+    GRADE_WEIGHTS,
+    REF_LATENCY_S,
+    REF_TOKENS_PER_Q,
+    Bucket,
+    Summary,
+    error_kinds,
+)
 
 
 def _fmt(value: Any, suffix: str = "%") -> str:
@@ -18,7 +24,7 @@ def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if not ci else f"[{ci[0]:.1f}%, {ci[1]:.1f}%]"
 
 
-def _modes(b: metrics.Bucket) -> str:
+def _modes(b: Bucket) -> str:
     """A bucket's failures by mode, when it has any."""
     if not b.failures_syntax and not b.failures_semantic:
         return ""
@@ -139,14 +145,14 @@ def summary_lines(results: Results) -> list[str]:
         f"exact match (sqlglot-normalised SQL, not EX): {_fmt(m.exact_match)}   "
         f"Soft-F1: {_fmt(m.soft_f1)}   VES (seed {first}): {_fmt(m.ves, '')}",
         f"Grade: {_fmt(m.grade, '')} = "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in metrics.GRADE_WEIGHTS.items())
-        + f" (alone: T_ref={metrics.REF_TOKENS_PER_Q:g} tokens/q,"
-        f" L_ref={metrics.REF_LATENCY_S:g}s)",
+        + " + ".join(f"{w:.2f}·{k}" for k, w in GRADE_WEIGHTS.items())
+        + f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q,"
+        f" L_ref={REF_LATENCY_S:g}s)",
     ]
     lines.append(usage_line(c, m))
     lines.append(figures_line(c, m))
     lines.append(FIGURES_LEGEND)
-    kinds = metrics.error_kinds(results.outcomes)
+    kinds = error_kinds(results.outcomes)
     if kinds:
         lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
     for axis, buckets in results.breakdown.items():

@@ -4,6 +4,11 @@ anything. :mod:`.statement` decides what a statement is and reads (the guard);
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from pytest_heron.core.door import opener
+
+# execute is also a submodule's name: bound here eagerly so the function, not the module, wins
 from pytest_heron.sandbox.execute import (
     FETCH_CHUNK as FETCH_CHUNK,
 )
@@ -27,3 +32,31 @@ from pytest_heron.sandbox.execute import (
 )
 from pytest_heron.sandbox.statement import check_statement as check_statement
 from pytest_heron.sandbox.statement import tables_read as tables_read
+
+# The door: what other stages may import from this one, each name loaded on first use
+# (tests/test_layers.py holds every other stage to these names).
+if TYPE_CHECKING:
+    from pytest_heron.sandbox.roles import DANGEROUS_FUNCTIONS as DANGEROUS_FUNCTIONS
+    from pytest_heron.sandbox.roles import close_database as close_database
+    from pytest_heron.sandbox.roles import (
+        close_maintenance_databases as close_maintenance_databases,
+    )
+    from pytest_heron.sandbox.roles import create_adapter_role as create_adapter_role
+    from pytest_heron.sandbox.roles import lock_down as lock_down
+    from pytest_heron.sandbox.roles import prepare_scoring_role as prepare_scoring_role
+    from pytest_heron.sandbox.roles import release_adapters as release_adapters
+    from pytest_heron.sandbox.roles import scoring_role as scoring_role
+    from pytest_heron.sandbox.statement import parse_sql as parse_sql
+
+_DOOR = {
+    "DANGEROUS_FUNCTIONS": "roles",
+    "close_database": "roles",
+    "close_maintenance_databases": "roles",
+    "create_adapter_role": "roles",
+    "lock_down": "roles",
+    "parse_sql": "statement",
+    "prepare_scoring_role": "roles",
+    "release_adapters": "roles",
+    "scoring_role": "roles",
+}
+__getattr__ = opener(globals(), _DOOR)

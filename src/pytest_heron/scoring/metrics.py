@@ -542,14 +542,14 @@ def bootstrap_interval(
     counter-based streams so the interval is the same on every machine."""
     import numpy as np
 
-    from pytest_heron.generate import streams
+    from pytest_heron.generate import integers, stream_key
 
     n = len(hits)
     if n == 0:
         return None
     values = np.asarray(hits, dtype=np.float64)
     draws = np.arange(rounds * n, dtype=np.int64)
-    picks = streams.integers(streams.stream_key(seed, "bootstrap"), draws, 0, n - 1)
+    picks = integers(stream_key(seed, "bootstrap"), draws, 0, n - 1)
     means = np.sort(values[picks].reshape(rounds, n).mean(axis=1))
     lo, hi = means[int(0.025 * (rounds - 1))], means[int(0.975 * (rounds - 1))]
     return round(100.0 * float(lo), 2), round(100.0 * float(hi), 2)

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_heron.core.errors import ErrorKind, ResultsFileError
 from pytest_heron.core.records import JSON, RecordReader
-from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.dataset import GoldQuestion
 
 
 @dataclass(frozen=True)

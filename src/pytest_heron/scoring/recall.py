@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_heron.core.types import RETRIEVALS
-from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring.metrics import context_recall
-from pytest_heron.systems.retrieval.rankers import EmbeddingRanker, Ranker
+from pytest_heron.systems import EmbeddingRanker, Ranker
 
 DEFAULT_KS = (5, 10, 20)
 

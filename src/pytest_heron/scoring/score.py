@@ -19,11 +19,10 @@ from typing import Any
 from pytest_heron import compare, sandbox
 from pytest_heron.core.errors import AdapterError, ErrorKind, adapter_failure_kind
 from pytest_heron.core.types import Prediction
-from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring import similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
-from pytest_heron.systems.isolation import AdapterTimeout, System
-from pytest_heron.systems.registry import to_prediction
+from pytest_heron.systems import AdapterTimeout, System, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
 VES_FACTOR_CAP = 2.0  # sqrt(t_gold / t_pred) counts at most this much (4x faster than gold)

@@ -43,8 +43,7 @@ def soft_f1(
     >>> soft_f1([(1, "a"), (2, "b")], [(1, "a")])  # precision 1, recall 1/2
     0.6666666666666666
     """
-    from pytest_heron.compare import compare
-    from pytest_heron.compare.overlap import overlap
+    from pytest_heron.compare import compare, overlap
 
     if equal:
         return 1.0

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup
 
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.outcome import Outcome
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.scoring import Outcome, ex_multistate
+from pytest_heron.scoring import breakdown as metrics_breakdown
 from pytest_heron.site import charts
 from pytest_heron.site.inputs import BoardRow
 
@@ -49,9 +49,9 @@ def heat_maps(rows: Sequence[BoardRow], questions: Mapping[str, GoldQuestion]) -
                 groups: dict[str, list[Outcome]] = {}
                 for o in outcomes:
                     groups.setdefault(f"{o.shape}/{o.retrieval}", []).append(o)
-                buckets = {k: (metrics.ex_multistate(v), len(v)) for k, v in groups.items()}
+                buckets = {k: (ex_multistate(v), len(v)) for k, v in groups.items()}
             else:
-                bd = metrics.breakdown(outcomes, 0)[axis]
+                bd = metrics_breakdown(outcomes, 0)[axis]
                 buckets = {k: (b.ex_multistate, b.n) for k, b in bd.items()}
             for name, value in buckets.items():
                 cells[(name_, name)] = value

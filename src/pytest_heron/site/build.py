@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
-from pytest_heron.results.document import Results
-from pytest_heron.results.files import write_atomic
+from pytest_heron.dataset import GoldQuestion, load_questions
+from pytest_heron.results import Results, write_atomic
 from pytest_heron.site.gold import GoldRows
 from pytest_heron.site.inputs import Run, read_board, read_runs, slug_for
 from pytest_heron.site.pages import SiteInput, render_site

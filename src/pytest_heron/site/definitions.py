@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_heron.scoring import metrics
+from pytest_heron.scoring import GRADE_WEIGHTS, REF_LATENCY_S, REF_TOKENS_PER_Q
 
 METRICS = (  # key, label, definition (the run page's cards)
     (
@@ -86,8 +86,8 @@ METRICS = (  # key, label, definition (the run page's cards)
         "grade",
         "Grade",
         "0-100: "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in metrics.GRADE_WEIGHTS.items())
-        + f"; alone, TokenEconomy and Latency use T_ref={metrics.REF_TOKENS_PER_Q:g} tokens/q "
-        f"and L_ref={metrics.REF_LATENCY_S:g} s (on a board, the board's best).",
+        + " + ".join(f"{w:.2f}·{k}" for k, w in GRADE_WEIGHTS.items())
+        + f"; alone, TokenEconomy and Latency use T_ref={REF_TOKENS_PER_Q:g} tokens/q "
+        f"and L_ref={REF_LATENCY_S:g} s (on a board, the board's best).",
     ),
 )

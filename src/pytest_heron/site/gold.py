@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron.core.safe_text import printable
-from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.dataset import GoldQuestion
 
 FIRST_ROWS = 5
 TIMEOUT_S = 120.0
@@ -50,7 +50,7 @@ def cell_text(value: Any) -> str:
 
 def gold_rows(dsn: str, questions: Sequence[GoldQuestion], where: str) -> dict[str, GoldRows]:
     """Gold's first rows per question id on the state at ``dsn``."""
-    from pytest_heron.sandbox.execute import execute
+    from pytest_heron.sandbox import execute
 
     out = {}
     for q in questions:
@@ -76,8 +76,7 @@ def gold_rows_on_state(
 ) -> dict[str, GoldRows]:
     """:func:`gold_rows` on the ``(scale, seed)`` state of the server at ``dsn`` (default: the
     embedded server), which is built first when it is missing."""
-    from pytest_heron.database.server import embedded, from_dsn
-    from pytest_heron.database.states import ensure_state
+    from pytest_heron.database import embedded, ensure_state, from_dsn
 
     server = from_dsn(dsn) if dsn else embedded()
     try:

@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_heron.core.errors import ResultsFileError
 from pytest_heron.core.records import RecordReader
-from pytest_heron.results.document import Results, read_results
+from pytest_heron.results import Results, read_results
 
 BOARD_FILE = "leaderboard.json"
 _SLUG = re.compile(r"[^a-z0-9_.-]+")

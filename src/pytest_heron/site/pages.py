@@ -23,10 +23,9 @@ from typing import Any
 import jinja2
 
 from pytest_heron.core.safe_text import printable
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.results.terminal import conditions_line, usage_line
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.outcome import Outcome
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.results import conditions_line, usage_line
+from pytest_heron.scoring import Outcome, error_kinds
 from pytest_heron.site import charts, sqltext
 from pytest_heron.site.buckets import heat_maps, row_label
 from pytest_heron.site.definitions import METRICS
@@ -279,7 +278,7 @@ class _Site:
             for axis, buckets in res.breakdown.items()
             if buckets
         ]
-        kinds = metrics.error_kinds(res.outcomes)
+        kinds = error_kinds(res.outcomes)
         error_chart = (
             charts.bars(
                 "questions per error kind",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_heron.results.document import Results
-from pytest_heron.scoring import metrics
+from pytest_heron.results import Results
+from pytest_heron.scoring import breakdown as metrics_breakdown
+from pytest_heron.scoring import ex_multistate, mcnemar_exact
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ def pair(a: Results, b: Results) -> Pairing:
     first_b = b.conditions.seeds[0] if b.conditions.seeds else 0
     sub_a = [ra[q] for q in common]
     sub_b = [rb[q] for q in common]
-    bd_a = metrics.breakdown(sub_a, first_a)
-    bd_b = metrics.breakdown(sub_b, first_b)
+    bd_a = metrics_breakdown(sub_a, first_a)
+    bd_b = metrics_breakdown(sub_b, first_b)
     deltas = []
     for axis, buckets in bd_a.items():
         for name, bucket in buckets.items():
@@ -84,9 +85,9 @@ def pair(a: Results, b: Results) -> Pairing:
         b_only=b_only,
         both_right=both_right,
         both_wrong=len(common) - len(a_only) - len(b_only) - both_right,
-        p=metrics.mcnemar_exact(len(a_only), len(b_only)),
-        ex_a=metrics.ex_multistate(sub_a),
-        ex_b=metrics.ex_multistate(sub_b),
+        p=mcnemar_exact(len(a_only), len(b_only)),
+        ex_a=ex_multistate(sub_a),
+        ex_b=ex_multistate(sub_b),
         deltas=tuple(deltas),
     )
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from pytest_heron.database.introspect import ForeignKey
-from pytest_heron.dataset.catalogue import TableInfo, parse_ddl
+from pytest_heron.database import ForeignKey
+from pytest_heron.dataset import TableInfo, parse_ddl
 from pytest_heron.site.charts import text_width
 
 TENANTS = "core.tenants"

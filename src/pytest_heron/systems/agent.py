@@ -34,7 +34,7 @@ from typing import Any
 from pytest_heron import sandbox
 from pytest_heron.core.errors import AdapterError, OutOfTime
 from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.dataset.catalogue import first_sentence, parse_ddl
+from pytest_heron.dataset import first_sentence, parse_ddl
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
@@ -133,7 +133,7 @@ def catalogue(ddl: str, tables: Sequence[str]) -> tuple[str, str]:
 
 def tables_referenced(sql: str, known: set[str] | frozenset[str]) -> set[str]:
     """Benchmark tables (of ``known``) a query references; nothing when it does not parse."""
-    from pytest_heron.sandbox.statement import tables_read
+    from pytest_heron.sandbox import tables_read
 
     try:
         return {t for t in tables_read(sql) if t in known}

@@ -16,7 +16,7 @@ from pytest_heron.core.errors import AdapterError
 from pytest_heron.core.types import BenchmarkContext, Prediction, Question
 
 if TYPE_CHECKING:
-    from pytest_heron.dataset.questions import GoldQuestion
+    from pytest_heron.dataset import GoldQuestion
 
 MAX_CLI_OUTPUT = 64 * 1024 * 1024  # what a command may print on stdout for one answer
 STDERR_TAIL = 64 * 1024  # what is kept of its stderr (the end is quoted on a failure)

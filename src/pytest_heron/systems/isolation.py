@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from pytest_heron.core.errors import AdapterError, AdapterLookupError, InvalidPrediction
 from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction
-from pytest_heron.dataset.questions import GoldQuestion
+from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
 from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
 from pytest_heron.systems.predictions import PredictionFile

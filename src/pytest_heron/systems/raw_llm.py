@@ -20,7 +20,6 @@ from typing import Any
 from pytest_heron import sandbox
 from pytest_heron.core.errors import AdapterError
 from pytest_heron.core.types import BenchmarkContext, Prediction, Question
-from pytest_heron.options import STRATEGIES
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
@@ -31,6 +30,8 @@ from pytest_heron.systems.llm.client import (
 )
 
 MAX_CORRECTIONS = 2
+
+STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")  # --heron-strategy
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.core.errors import HeronError
-from pytest_heron.dataset.catalogue import parse_ddl
+from pytest_heron.dataset import parse_ddl
 from pytest_heron.systems.retrieval.lexical import LexicalIndex, terms, words
 
 __all__ = [

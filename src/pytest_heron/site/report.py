@@ -18,12 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.safe_text import csv_cell
-from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.results.document import Results, write_results
-from pytest_heron.results.files import write_atomic
-from pytest_heron.scoring import metrics
-from pytest_heron.scoring.outcome import FIELDS as OUTCOME_FIELDS
-from pytest_heron.scoring.outcome import Outcome
+from pytest_heron.dataset import GoldQuestion
+from pytest_heron.results import Results, write_atomic, write_results
+from pytest_heron.scoring import FIELDS as OUTCOME_FIELDS
+from pytest_heron.scoring import Outcome, failure_mode
 
 CSV_COLUMNS = (
     *(f for f in OUTCOME_FIELDS if f not in ("usage", "samples")),
@@ -72,7 +70,7 @@ def questions_csv(results: Results, questions: Mapping[str, GoldQuestion] | None
         row["gold_sql"] = q.gold_sql if q else None
         for column, key in _USAGE_COLUMNS.items():
             row[column] = (o.usage or {}).get(key)  # empty when not reported
-        row["failure_mode"] = metrics.failure_mode(o)
+        row["failure_mode"] = failure_mode(o)
         writer.writerow([csv_cell(row.get(c)) for c in CSV_COLUMNS])
     return out.getvalue()
 
@@ -82,7 +80,7 @@ def write_report(
 ) -> None:
     """results.json, questions.csv, report.html and its question and schema pages in ``folder``
     (each written atomically). ``questions`` is the run's question set (default: built-in)."""
-    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.dataset import load_questions
     from pytest_heron.site.build import report_pages, write_files
 
     qs = list(questions) if questions is not None else load_questions()

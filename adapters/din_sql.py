@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 
-from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron import DEFAULT_TIMEOUT_S, AdapterError, BenchmarkContext, Prediction, Question
 from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
 from pytest_heron.retrieval import (
     LexicalIndex,
@@ -180,7 +180,7 @@ class DinSqlAdapter(MeteredAdapter):
         self.fks: list[tuple[str, str]] = []
         self.index = LexicalIndex()
         self.link_system = ""
-        self.timeout = 120.0
+        self.timeout = DEFAULT_TIMEOUT_S
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron import DEFAULT_TIMEOUT_S, AdapterError, BenchmarkContext, Prediction, Question
 from pytest_heron.llm import PLACEHOLDER_KEY, client_for
 
 from .proxy import LLMProxy
@@ -108,7 +108,7 @@ class LangChainAdapter:
         self.selector: Any = None
         self.known: list[str] = []
         self.table_list = ""
-        self.timeout = 120.0
+        self.timeout = DEFAULT_TIMEOUT_S
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         chains = require("langchain_classic.chains", adapter="langchain", extra="langchain")

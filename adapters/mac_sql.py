@@ -35,7 +35,15 @@ import re
 import time
 from typing import Any
 
-from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question, sandbox
+from pytest_heron import (
+    DEFAULT_STATEMENT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    AdapterError,
+    BenchmarkContext,
+    Prediction,
+    Question,
+    sandbox,
+)
 from pytest_heron.llm import ChatClient, Meter, MeteredAdapter, client_for, extract_sql
 from pytest_heron.retrieval import (
     LexicalIndex,
@@ -180,8 +188,8 @@ class MacSqlAdapter(MeteredAdapter):
         self.index_names: list[str] = []
         self.selector_system = ""
         self.dsn = ""
-        self.timeout = 120.0
-        self.statement_timeout = 30.0
+        self.timeout = DEFAULT_TIMEOUT_S
+        self.statement_timeout = DEFAULT_STATEMENT_TIMEOUT_S
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         self.client = client_for(ctx, self.name, self.version)

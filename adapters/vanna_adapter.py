@@ -31,7 +31,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_heron import AdapterError, BenchmarkContext, Prediction, Question
+from pytest_heron import (
+    DEFAULT_STATEMENT_TIMEOUT_S,
+    DEFAULT_TIMEOUT_S,
+    AdapterError,
+    BenchmarkContext,
+    Prediction,
+    Question,
+)
 from pytest_heron.llm import PLACEHOLDER_KEY, client_for
 from pytest_heron.retrieval import LexicalIndex, parse_ddl
 
@@ -125,8 +132,8 @@ class VannaAdapter:
         self.vn: Any = None
         self.dsn = ""
         self.chunks: dict[str, str] = {}
-        self.statement_timeout = 30.0
-        self.timeout = 120.0
+        self.statement_timeout = DEFAULT_STATEMENT_TIMEOUT_S
+        self.timeout = DEFAULT_TIMEOUT_S
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         cls = _vanna_class()

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.types import DEFAULT_STATEMENT_TIMEOUT_S, DEFAULT_TIMEOUT_S
 
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
@@ -78,9 +79,17 @@ OPTIONS: tuple[Option, ...] = (
         "report.html into this folder (default: none)",
         "DIR",
     ),
-    Option("heron-timeout", "120", "adapter time limit per question, seconds (default: 120)", "S"),
     Option(
-        "heron-statement-timeout", "30", "time limit per SQL statement, seconds (default: 30)", "S"
+        "heron-timeout",
+        f"{DEFAULT_TIMEOUT_S:g}",
+        f"adapter time limit per question, seconds (default: {DEFAULT_TIMEOUT_S:g})",
+        "S",
+    ),
+    Option(
+        "heron-statement-timeout",
+        f"{DEFAULT_STATEMENT_TIMEOUT_S:g}",
+        f"time limit per SQL statement, seconds (default: {DEFAULT_STATEMENT_TIMEOUT_S:g})",
+        "S",
     ),
     Option(
         "heron-min-ex",
@@ -215,8 +224,8 @@ class Settings:
     questions: Path | None = None
     output: Path | None = None
     report: Path | None = None
-    timeout: float = 120.0
-    statement_timeout: float = 30.0
+    timeout: float = DEFAULT_TIMEOUT_S
+    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_S
     min_ex: float | None = None
     cli_cmd: str | None = None
     endpoint: str | None = None

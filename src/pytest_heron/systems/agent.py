@@ -33,7 +33,12 @@ from typing import Any
 
 from pytest_heron import sandbox
 from pytest_heron.core.errors import AdapterError, OutOfTime
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
+from pytest_heron.core.types import (
+    DEFAULT_STATEMENT_TIMEOUT_S,
+    BenchmarkContext,
+    Prediction,
+    Question,
+)
 from pytest_heron.dataset import first_sentence, parse_ddl
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
@@ -213,7 +218,7 @@ class AgentAdapter(MeteredAdapter):
         self.known: frozenset[str] = frozenset()
         self.dsn = ""
         self.time_limit: float | None = None
-        self.statement_timeout = 30.0
+        self.statement_timeout = DEFAULT_STATEMENT_TIMEOUT_S
         self.mode = "tools"
         self.response_format = RESPONSE_FORMAT
 

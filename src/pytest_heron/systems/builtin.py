@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
+from pytest_heron.core.types import DEFAULT_TIMEOUT_S, BenchmarkContext, Prediction, Question
 
 if TYPE_CHECKING:
     from pytest_heron.dataset import GoldQuestion
@@ -59,7 +59,7 @@ class CliAdapter:
 
     def __init__(self) -> None:
         self.command: list[str] = []
-        self.timeout: float = 120.0
+        self.timeout: float = DEFAULT_TIMEOUT_S
         self.dsn = ""
 
     def prepare(self, ctx: BenchmarkContext) -> None:

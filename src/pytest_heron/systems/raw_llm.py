@@ -19,7 +19,12 @@ from typing import Any
 
 from pytest_heron import sandbox
 from pytest_heron.core.errors import AdapterError
-from pytest_heron.core.types import BenchmarkContext, Prediction, Question
+from pytest_heron.core.types import (
+    DEFAULT_STATEMENT_TIMEOUT_S,
+    BenchmarkContext,
+    Prediction,
+    Question,
+)
 from pytest_heron.systems.base import MeteredAdapter
 from pytest_heron.systems.llm.client import (
     ChatClient,
@@ -119,7 +124,7 @@ class RawLLMAdapter(MeteredAdapter):
         self.tables: list[str] = []
         self.dsn = ""
         self.time_limit: float | None = None
-        self.statement_timeout = 30.0
+        self.statement_timeout = DEFAULT_STATEMENT_TIMEOUT_S
 
     def prepare(self, ctx: BenchmarkContext) -> None:
         strategy = ctx.llm.strategy

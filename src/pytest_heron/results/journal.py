@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.errors import ConfigError, ErrorKind
 
 FORMAT = 1
 
@@ -33,7 +33,9 @@ class Journal:
             # Keep the final records only (a crashed question is run again), and rewrite the
             # file so a line cut short by the interruption does not swallow the next one.
             self.previous = {
-                k: v for k, v in self._read().items() if v.get("error_kind") != "infra_crash"
+                k: v
+                for k, v in self._read().items()
+                if v.get("error_kind") != ErrorKind.INFRA_CRASH
             }
             tmp = path.with_name(path.name + ".tmp")
             with tmp.open("w", encoding="utf-8") as f:

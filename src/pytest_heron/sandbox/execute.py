@@ -31,6 +31,7 @@ from typing import Any
 
 import psycopg
 
+from pytest_heron.core.errors import ErrorKind
 from pytest_heron.sandbox.statement import check_statement
 
 MAX_ROWS = 200_000
@@ -47,7 +48,7 @@ class ExecResult:
 
     columns: list[str] = field(default_factory=list)
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     error: str | None = None
     seconds: float = 0.0
 
@@ -315,12 +316,12 @@ def _unexpected(exc: Exception, started: float) -> ExecResult:
     text = f"{type(exc).__name__}: {exc}".strip()[:1000]
     if _is_decoding(exc):
         return ExecResult(
-            error_kind="rejected",
+            error_kind=ErrorKind.REJECTED,
             error=f"the SQL or its result could not be encoded or decoded: {text}",
             seconds=time.perf_counter() - started,
         )
     return ExecResult(
-        error_kind="db_error",
+        error_kind=ErrorKind.DB_ERROR,
         error=f"unexpected error while running the query: {text}",
         seconds=time.perf_counter() - started,
     )
@@ -357,12 +358,12 @@ def _execute(
     if guard:
         reason = check_statement(sql_text)
         if reason:
-            return ExecResult(error_kind="rejected", error=reason)
+            return ExecResult(error_kind=ErrorKind.REJECTED, error=reason)
     text = sql_text.strip().rstrip(";").strip()
     try:
         conn = psycopg.connect(dsn, autocommit=False, connect_timeout=10)
     except psycopg.Error as exc:
-        return ExecResult(error_kind="db_error", error=f"could not connect: {exc}".strip())
+        return ExecResult(error_kind=ErrorKind.DB_ERROR, error=f"could not connect: {exc}".strip())
     timer = threading.Timer(timeout_s + 2.0, _cancel, args=(conn,))
     try:
         with conn:
@@ -373,7 +374,7 @@ def _execute(
                 columns, rows = _fetch_all(conn, max_rows, max_cells, max_bytes)
             except _TooLarge as exc:
                 return ExecResult(
-                    error_kind="result_too_large",
+                    error_kind=ErrorKind.RESULT_TOO_LARGE,
                     error=str(exc),
                     seconds=time.perf_counter() - started,
                 )
@@ -381,7 +382,7 @@ def _execute(
         return ExecResult(columns, rows, seconds=time.perf_counter() - started)
     except psycopg.errors.QueryCanceled:
         return ExecResult(
-            error_kind="timeout",
+            error_kind=ErrorKind.TIMEOUT,
             error=f"the query ran longer than {timeout_s:g}s and was cancelled",
             seconds=time.perf_counter() - started,
         )
@@ -389,7 +390,9 @@ def _execute(
         if _is_decoding(exc):
             return _unexpected(exc, started)
         return ExecResult(
-            error_kind="db_error", error=_db_error(exc), seconds=time.perf_counter() - started
+            error_kind=ErrorKind.DB_ERROR,
+            error=_db_error(exc),
+            seconds=time.perf_counter() - started,
         )
     finally:
         timer.cancel()

@@ -33,6 +33,7 @@ from typing import IO, Any
 from pytest_heron.core.errors import (
     AdapterError,
     AdapterLookupError,
+    ErrorKind,
     InvalidPrediction,
     adapter_failure_kind,
 )
@@ -196,7 +197,7 @@ class Child:
         if op == "load":
             return self.load(str(request["name"]), list(request.get("sys_path", [])))
         if self.adapter is None:
-            return {"ok": False, "kind": "adapter_error", "message": "no adapter is loaded"}
+            return {"ok": False, "kind": ErrorKind.ADAPTER_ERROR, "message": "no adapter is loaded"}
         if op == "conditions":
             describe = getattr(self.adapter, "conditions", None)
             own = dict(describe(context_from_json(request["ctx"]))) if callable(describe) else {}
@@ -211,7 +212,7 @@ class Child:
             with self.billing(request.get("seq")):
                 raw = generate(q) if sample is None else generate(q, sample=sample)
             return {"ok": True, "value": answer_to_json(raw)}
-        return {"ok": False, "kind": "adapter_error", "message": f"unknown request {op!r}"}
+        return {"ok": False, "kind": ErrorKind.ADAPTER_ERROR, "message": f"unknown request {op!r}"}
 
     def load(self, name: str, sys_path: list[str]) -> dict[str, Any]:
         for entry in reversed(sys_path):  # the pytest process's import path, first

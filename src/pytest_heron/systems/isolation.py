@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 from typing import Any, Protocol
 
-from pytest_heron.core.errors import AdapterError, AdapterLookupError, InvalidPrediction
+from pytest_heron.core.errors import AdapterError, AdapterLookupError, ErrorKind, InvalidPrediction
 from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
@@ -517,9 +517,9 @@ class ChildSystem:
         exc: Any
         if kind == "lookup":
             exc = AdapterLookupError(message)
-        elif kind == "invalid_prediction":
+        elif kind == ErrorKind.INVALID_PREDICTION:
             exc = InvalidPrediction(message)
-        elif kind == "adapter_timeout":
+        elif kind == ErrorKind.ADAPTER_TIMEOUT:
             exc = TimeoutError(message)
         else:
             exc = AdapterError(message)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import sandbox
-from pytest_heron.core.errors import AdapterError
+from pytest_heron.core.errors import AdapterError, ErrorKind
 from pytest_heron.core.types import (
     DEFAULT_STATEMENT_TIMEOUT_S,
     BenchmarkContext,
@@ -183,7 +183,7 @@ class RawLLMAdapter(MeteredAdapter):
                 feedback = NO_SQL
             else:
                 result = sandbox.execute(self.dsn, sql, timeout_s=self.statement_timeout)
-                if result.ok or result.error_kind == "result_too_large":
+                if result.ok or result.error_kind == ErrorKind.RESULT_TOO_LARGE:
                     break
                 feedback = CORRECTION.format(kind=result.error_kind, error=result.error)
             trace.append({"sql": sql, "feedback": feedback})

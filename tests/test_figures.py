@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from chat_stub import ChatStub, completion
 from pytest_heron import compare
+from pytest_heron.compare.modes import distinct_rows, set_equal
 from pytest_heron.core.errors import ErrorKind
+from pytest_heron.database import StateRef
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document
@@ -22,7 +24,7 @@ from pytest_heron.results.terminal import summary_lines
 from pytest_heron.scoring import metrics
 from pytest_heron.scoring.metrics import Bucket, Summary
 from pytest_heron.scoring.outcome import Outcome, Sample
-from pytest_heron.scoring.score import StateRef, distinct_rows, score_sql, set_equal
+from pytest_heron.scoring.score import score_sql
 from pytest_heron.site.report import questions_csv
 from pytest_heron.systems.llm.cache import ResponseCache
 from pytest_heron.systems.llm.client import ChatClient, LLMConfig, Meter, parse_completion

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.compare import compare
+from pytest_heron.compare.modes import soft_f1
 from pytest_heron.compare.overlap import column_subsets, overlap
-from pytest_heron.scoring.similarity import soft_f1
 
 Rows = list[tuple[Any, ...]]
 PROPS = settings(
@@ -152,7 +152,7 @@ def test_column_subsets_are_bounded() -> None:
 
 _SCRIPT = """
 import json, random, sys
-from pytest_heron.scoring.similarity import soft_f1
+from pytest_heron.compare.modes import soft_f1
 rng = random.Random(2)
 gold = [(rng.choice("abc"), rng.choice("xyz"), rng.randrange(4)) for _ in range(300)]
 pred = [(rng.choice("xyz"), rng.randrange(4), rng.choice("abd")) for _ in range(280)]

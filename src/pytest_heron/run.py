@@ -37,7 +37,7 @@ from pytest_heron.core.errors import (
     ResultsFileError,
 )
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
-from pytest_heron.database import Server, State, choose, ensure_state, seed_jobs, start
+from pytest_heron.database import Server, State, StateRef, choose, ensure_state, seed_jobs, start
 from pytest_heron.dataset import GoldQuestion, load_questions, questions_digest
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
@@ -57,7 +57,7 @@ from pytest_heron.results import (
     write_results,
 )
 from pytest_heron.sandbox import release_adapters
-from pytest_heron.scoring import Outcome, StateRef, load_prices, price_for, score_question
+from pytest_heron.scoring import Outcome, load_prices, price_for, score_question
 from pytest_heron.systems import (
     NEEDS,
     FileSystem,
@@ -169,10 +169,7 @@ class HeronRun:
                     adapter=not built,
                 )
             )
-        self.states = [
-            StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn, st.adapter_dsn)
-            for st in built
-        ]
+        self.states = [st.ref() for st in built]
         self._check_gold()
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:

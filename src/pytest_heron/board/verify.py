@@ -45,9 +45,10 @@ from pytest_heron.board.submission import (
 from pytest_heron.core.errors import ErrorKind, HeronError, ResultsFileError
 from pytest_heron.core.progress import Steps
 from pytest_heron.core.records import JSON, RecordReader
+from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.results import Conditions
-from pytest_heron.scoring import TIME_RUNS, Outcome, Sample, StateRef, Summary, score_sql
+from pytest_heron.scoring import TIME_RUNS, Outcome, Sample, Summary, score_sql
 from pytest_heron.scoring import breakdown as metrics_breakdown
 from pytest_heron.scoring import summary as metrics_summary
 
@@ -708,7 +709,7 @@ def verify(
             ensure_state(server, protocol.scale, s, jobs=seed_jobs(), progress=say)
             for s in (*protocol.seeds, seed)
         ]
-        refs = [StateRef(st.seed, st.database, st.admin_dsn, st.reader_dsn) for st in built]
+        refs = [st.ref() for st in built]
         with psycopg.connect(server.admin_dsn) as conn:
             row = conn.execute("SHOW server_version").fetchone()
         reasons, figures = reproduce(

@@ -164,9 +164,13 @@ from pytest_heron.core.door import opener  # noqa: E402
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
+    from pytest_heron.compare.modes import set_equal as set_equal
+    from pytest_heron.compare.modes import soft_f1 as soft_f1
     from pytest_heron.compare.overlap import overlap as overlap
 
 _DOOR = {
     "overlap": "overlap",
+    "set_equal": "modes",
+    "soft_f1": "modes",
 }
 __getattr__ = opener(globals(), _DOOR)

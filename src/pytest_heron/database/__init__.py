@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_heron.database.server import redacted as redacted
     from pytest_heron.database.server import start as start
     from pytest_heron.database.states import State as State
+    from pytest_heron.database.states import StateRef as StateRef
     from pytest_heron.database.states import ensure_state as ensure_state
     from pytest_heron.database.states import seed_jobs as seed_jobs
     from pytest_heron.database.states import state_name as state_name
@@ -34,6 +35,7 @@ _DOOR = {
     "ForeignKey": "introspect",
     "Server": "server",
     "State": "states",
+    "StateRef": "states",
     "by_column": "introspect",
     "choose": "server",
     "column_pairs": "introspect",

@@ -46,6 +46,17 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
+class StateRef:
+    """What a process needs to query one state (plain data, sent to xdist workers)."""
+
+    seed: int
+    database: str
+    admin_dsn: str
+    reader_dsn: str
+    adapter_dsn: str | None = None  # the system under test's DSN (first state only)
+
+
+@dataclass(frozen=True)
 class State:
     """A ready database state."""
 
@@ -56,6 +67,10 @@ class State:
     reader_dsn: str  # the scoring role: predictions run as it; never given to a system
     manifest: dict[str, object]
     adapter_dsn: str | None = None  # the run's adapter role (ensure_state(adapter=True))
+
+    def ref(self) -> StateRef:
+        """What another process needs to query this state (no manifest; picklable, JSON-able)."""
+        return StateRef(self.seed, self.database, self.admin_dsn, self.reader_dsn, self.adapter_dsn)
 
 
 def state_name(scale: str, seed: int) -> str:

@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.recall import rank_questions as rank_questions
     from pytest_heron.scoring.recall import recall_table as recall_table
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
-    from pytest_heron.scoring.score import StateRef as StateRef
     from pytest_heron.scoring.score import score_question as score_question
     from pytest_heron.scoring.score import score_sql as score_sql
 
@@ -44,7 +43,6 @@ _DOOR = {
     "REF_LATENCY_S": "metrics",
     "REF_TOKENS_PER_Q": "metrics",
     "Sample": "outcome",
-    "StateRef": "score",
     "Summary": "metrics",
     "TIME_RUNS": "score",
     "breakdown": "metrics",

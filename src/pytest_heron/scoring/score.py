@@ -13,30 +13,20 @@ import math
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_heron import compare, sandbox
+from pytest_heron.compare import set_equal
 from pytest_heron.core.errors import AdapterError, ErrorKind, adapter_failure_kind
 from pytest_heron.core.types import Prediction
+from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
-from pytest_heron.scoring import similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
+from pytest_heron.scoring.similarity import exact_match
 from pytest_heron.systems import AdapterTimeout, System, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
 VES_FACTOR_CAP = 2.0  # sqrt(t_gold / t_pred) counts at most this much (4x faster than gold)
-
-
-@dataclass(frozen=True)
-class StateRef:
-    """What a process needs to query one state (plain data, sent to xdist workers)."""
-
-    seed: int
-    database: str
-    admin_dsn: str
-    reader_dsn: str
-    adapter_dsn: str | None = None  # the system under test's DSN (first state only)
 
 
 def _plain(value: Any) -> Any:
@@ -175,33 +165,6 @@ def _sum_usage(usages: Sequence[Mapping[str, int | float] | None]) -> dict[str, 
     return total or None
 
 
-def distinct_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
-    """The rows without duplicates, first occurrence kept: rows as a set, the way BIRD's
-    ``set(rows)`` takes them (duplicates found by Python equality of the values). Rows holding
-    unhashable values (arrays, JSON) are told apart by their canonical keys instead. One pass
-    in C for hashable rows, so the result caps of the sandbox bound its cost.
-
-    >>> distinct_rows([(1, "a"), (1, "a"), (2, "b")])
-    [(1, 'a'), (2, 'b')]
-    """
-    try:
-        return list(dict.fromkeys(map(tuple, rows)))
-    except TypeError:
-        seen: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-        for row in rows:
-            seen.setdefault(tuple(compare.value_key(v) for v in row), tuple(row))
-        return list(seen.values())
-
-
-def set_equal(gold: Sequence[Sequence[Any]], pred: Sequence[Sequence[Any]], strict: bool) -> bool:
-    """The lenient verdict (set-EX): equal once duplicates are dropped and row order ignored,
-    under the comparator's other rules (columns by content, numbers by value). ``strict`` is the
-    comparator's verdict, which implies this one, so a right answer costs nothing more."""
-    if strict:
-        return True
-    return compare.compare(distinct_rows(gold), distinct_rows(pred)).equal
-
-
 def _wider(pred: Sequence[Sequence[Any]], gold: Sequence[Sequence[Any]]) -> bool:
     """Whether the prediction has more columns than gold (the only case superset mode changes)."""
     return bool(pred) and bool(gold) and len(pred[0]) > len(gold[0])
@@ -253,7 +216,7 @@ def _run_on_states(
     gold_rows: dict[int, Any],
     statement_timeout: float,
 ) -> tuple[Outcome, Any]:
-    exact = similarity.exact_match(q.gold_sql, sql)
+    exact = exact_match(q.gold_sql, sql)
     out = dataclasses.replace(out, exact_match=exact)
     keys = compare.order_keys(q.gold_sql)
     reasons = []
@@ -296,7 +259,7 @@ def _run_on_states(
         superset_all = superset_all and superset_ok
         if i == 0:
             soft_f1 = round(
-                similarity.soft_f1(
+                compare.soft_f1(
                     gold_rows[state.seed], got.rows, equal=True if result.equal else None
                 ),
                 6,

@@ -1,5 +1,6 @@
-"""How close one answer is to gold without being right: Soft-F1 (partial credit over rows) and
-exact match (sqlglot-normalised SQL text). Pure functions, no I/O."""
+"""Exact match: the prediction's SQL text equals gold's once both are normalised by sqlglot (a
+figure beside EX; Soft-F1, the row-level partial credit, is a comparator mode:
+:func:`pytest_heron.compare.soft_f1`). Pure functions, no I/O."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import pytest
 
 MODULES = [
     "pytest_heron.scoring.metrics",
-    "pytest_heron.scoring.similarity",
+    "pytest_heron.compare.modes",
+    "pytest_heron.core.door",
     "pytest_heron.generate.streams",
     "pytest_heron.generate.citus",
     "pytest_heron.systems.llm.client",

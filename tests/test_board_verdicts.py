@@ -71,6 +71,19 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Protocol, lis
     return questions, parse_protocol(PROTOCOL, "test protocol"), load_questions(questions)
 
 
+@pytest.fixture(scope="module")
+def one_question(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, Protocol, list[GoldQuestion]]:
+    """A question set of q001 alone: a whole verification costs little more than its states."""
+    questions = tmp_path_factory.mktemp("verdicts-one") / "questions"
+    questions.mkdir()
+    (questions / "q001.yaml").write_text(
+        builtin_dir().joinpath("q001.yaml").read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    return questions, parse_protocol(PROTOCOL, "test protocol"), load_questions(questions)
+
+
 def _submission(
     out: Path,
     name: str,
@@ -196,9 +209,9 @@ def test_the_verifier_policy_line_leaves_the_run_digest_alone() -> None:
 
 
 def test_gold_sql_under_another_name_is_rejected_and_a_renamed_gold_run_is_not_ranked(
-    setup: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
+    one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
-    questions_dir, protocol, questions = setup
+    questions_dir, protocol, questions = one_question
     out = tmp_path / "submissions"
     pasted = _submission(out, "pasted", protocol, questions, tool="my-tool", adapter="raw-llm")
     renamed = _submission(out, "renamed", protocol, questions, tool="my-tool", adapter="gold")
@@ -206,10 +219,10 @@ def test_gold_sql_under_another_name_is_rejected_and_a_renamed_gold_run_is_not_r
     handed = _submission(out, "handed", protocol, questions, tool="my-tool", adapter="file")
     v = _verify(pasted, protocol, questions_dir, server)
     assert v.reproduced is not None and v.reproduced["ex_multistate"] == 100.0  # it is right...
-    assert v.standing == "ranked" and v.gold_share == 1.0 and v.gold_equal == SUBSET
+    assert v.standing == "ranked" and v.gold_share == 1.0 and v.gold_equal == ["q001"]
     assert not v.accepted  # ... but it is the public gold, and nothing shows a model wrote it
     assert any(
-        "5 of 5 predictions (100%) are the public gold SQL" in r
+        "1 of 1 predictions (100%) are the public gold SQL" in r
         and "max_gold_share_unreplayed (20%)" in r
         and "replay not attempted: the submission ships no LLM cache" in r
         for r in v.reasons
@@ -235,11 +248,11 @@ def test_gold_sql_under_another_name_is_rejected_and_a_renamed_gold_run_is_not_r
 
 
 def test_an_accepted_verdict_of_a_renamed_gold_run_is_still_not_ranked(
-    setup: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
+    one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
     """The board decides again from the verdict's recorded adapter: an old verdict that said
     "accepted" for a gold-adapter run called "my-tool" becomes a rejection with the reason."""
-    questions_dir, protocol, questions = setup
+    questions_dir, protocol, questions = one_question
     out = tmp_path / "submissions"
     folder = _submission(out, "old", protocol, questions, tool="gold", adapter="gold")
     verdict = _verify(folder, protocol, questions_dir, server)
@@ -310,31 +323,41 @@ def test_a_share_below_the_limit_needs_no_replay(
 # -- item 2: deterministic verdicts -----------------------------------------------------------
 
 
-def test_a_coin_flip_and_a_clock_parity_answer_are_rejected_ten_verifications_in_a_row(
-    setup: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
+def test_a_random_gated_answer_is_rejected_ten_verifications_in_a_row(
+    one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
-    questions_dir, protocol, questions = setup
-    q001 = questions[0]
-    gates = {
-        "coin": "random() < 0.5",
-        "clock": "(extract(microseconds FROM clock_timestamp())::bigint % 2) = 0",
-    }
-    own = {q.id: f"SELECT * FROM ({q.gold_sql}) AS mine" for q in questions}  # not gold text
-    for name, gate in gates.items():
-        folder = _submission(
-            tmp_path,
-            name,
-            protocol,
-            questions,
-            tool="t",
-            adapter="raw-llm",
-            sql={**own, "q001": _gated(q001, gate)},
-        )
-        for _ in range(10):
-            v = _verify(folder, protocol, questions_dir, server, replay_cache=False, time_runs=1)
-            assert not v.accepted and v.correct["q001"] is False, (name, v.reasons)
-            assert v.correct_hidden["q001"] is False
-            assert "claimed ex_multistate 100.0 but the SQL reproduces 80.0" in " ".join(v.reasons)
+    """On e68c4aa four verifications of such a folder went rejected, rejected, accepted,
+    rejected: each prediction ran once per state."""
+    questions_dir, protocol, questions = one_question
+    sql = {"q001": _gated(questions[0], "random() < 0.5")}
+    folder = _submission(
+        tmp_path, "coin", protocol, questions, tool="t", adapter="raw-llm", sql=sql
+    )
+    for _ in range(10):
+        v = _verify(folder, protocol, questions_dir, server, replay_cache=False)
+        assert not v.accepted and v.correct == {"q001": False}, v.reasons
+        assert v.correct_hidden == {"q001": False}
+        assert "claimed ex_multistate 100.0 but the SQL reproduces 0.0" in " ".join(v.reasons)
+
+
+def test_a_clock_parity_answer_is_wrong_every_time_it_is_scored(tiny_state: Any) -> None:
+    from pytest_heron.scoring.score import StateRef, score_sql
+
+    q = next(q for q in load_questions(builtin_dir()) if q.id == "q001")
+    state = StateRef(
+        tiny_state.seed, tiny_state.database, tiny_state.admin_dsn, tiny_state.reader_dsn
+    )
+    sql = _gated(q, "(extract(microseconds FROM clock_timestamp())::bigint % 2) = 0")
+    for time_runs in (0, 0, 0, 0, 0, 1, 1, 1, 1, 1):
+        out = score_sql(q, sql, [state], statement_timeout=30, time_runs=time_runs)
+        assert out.correct is False and out.error_kind is None
+        assert out.reason is not None and out.reason.startswith(
+            "volatile result: the SQL calls clock_timestamp()"
+        ), out.reason
+        assert out.correct_by_state == {str(state.seed): False}
+    # an answer that is right every time stays right, repeated and timed
+    for time_runs in (0, 1):
+        assert score_sql(q, q.gold_sql, [state], statement_timeout=30, time_runs=time_runs).correct
 
 
 def test_the_gold_sql_of_every_question_is_not_volatile(server: Server) -> None:
@@ -348,14 +371,14 @@ def test_the_gold_sql_of_every_question_is_not_volatile(server: Server) -> None:
 
 
 def test_a_board_with_three_rejections_builds_into_a_site(
-    setup: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
+    one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
     from pytest_heron.site.build import build_site
 
-    questions_dir, protocol, questions = setup
+    questions_dir, protocol, questions = one_question
     root = tmp_path / "repo"
     out = root / "submissions"
-    wrong = {"q002": "SELECT 1 AS wrong", "q003": "SELECT 2 AS wrong"}
+    wrong = {"q001": "SELECT 1 AS wrong"}
     _submission(out, "reference", protocol, questions, tool="gold", adapter="gold")
     _submission(out, "inflated", protocol, questions, tool="t", adapter="raw-llm", sql=wrong)
     _submission(out, "renamed", protocol, questions, tool="t", adapter="gold")
@@ -372,7 +395,7 @@ def test_a_board_with_three_rejections_builds_into_a_site(
     assert sorted(rejected) == ["handed", "inflated", "renamed"]
     inflated = rejected["inflated"]
     assert inflated["claimed"] == {"ex1": 100.0, "ex_multistate": 100.0, "ex_superset": 100.0}
-    assert inflated["reproduced"]["ex_multistate"] == 60.0
+    assert inflated["reproduced"]["ex_multistate"] == 0.0
     assert all(
         isinstance(v, float) or v is None
         for r in rejected.values()
@@ -394,4 +417,4 @@ def test_a_board_with_three_rejections_builds_into_a_site(
     html = (site / "index.html").read_text(encoding="utf-8")
     for name in ("inflated", "renamed", "handed"):
         assert name in html
-    assert "claimed ex_multistate 100.0 but the SQL reproduces 60.0" in html
+    assert "claimed ex_multistate 100.0 but the SQL reproduces 0.0" in html

@@ -418,3 +418,46 @@ def test_a_board_with_three_rejections_builds_into_a_site(
     for name in ("inflated", "renamed", "handed"):
         assert name in html
     assert "claimed ex_multistate 100.0 but the SQL reproduces 0.0" in html
+
+
+class _Answers:
+    """A system under test that answers every question with one SQL text (what the plugin's
+    scorer asks of a system: ``ask`` and ``takes_sample``)."""
+
+    takes_sample = False
+
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+
+    def ask(self, q: GoldQuestion, timeout: float, sample: int | None) -> str:
+        return self.sql
+
+
+def test_the_plugin_scores_a_coin_flip_wrong_every_time(tiny_state: Any) -> None:
+    from pytest_heron.scoring.score import StateRef, score_question
+
+    q = next(q for q in load_questions(builtin_dir()) if q.id == "q001")
+    state = StateRef(
+        tiny_state.seed, tiny_state.database, tiny_state.admin_dsn, tiny_state.reader_dsn
+    )
+    coin = _Answers(_gated(q, "random() < 0.5"))
+    for time_runs in (0, 0, 0, 0, 0, 1, 1, 1, 1, 1):
+        out = score_question(
+            coin,  # type: ignore[arg-type]
+            q,
+            [state],
+            adapter_timeout=30,
+            statement_timeout=30,
+            time_runs=time_runs,
+        )
+        assert out.correct is False and out.pred_sql == coin.sql
+        assert out.reason is not None and out.reason.startswith("volatile result"), out.reason
+    right = score_question(
+        _Answers(q.gold_sql),  # type: ignore[arg-type]
+        q,
+        [state],
+        adapter_timeout=30,
+        statement_timeout=30,
+        time_runs=1,
+    )
+    assert right.correct and right.reason is None

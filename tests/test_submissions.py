@@ -151,6 +151,23 @@ def _set_sql(folder: Path, sql: dict[str, str]) -> None:
     _redigest(folder)
 
 
+def _as_system(folder: Path, keep: tuple[str, ...] = ("q001", "q002")) -> Path:
+    """Make a gold-adapter submission look like a system's (issue 29): the adapter becomes
+    ``cli`` and the SQL of every question but ``keep`` is the gold query inside a CTE, so the
+    share of predictions equal to the public gold (2 of 10) stays at the protocol's limit."""
+    meta = yaml.safe_load((folder / META).read_text())
+    meta["conditions"]["adapter"] = "cli"
+    (folder / META).write_text(yaml.safe_dump(meta, sort_keys=False))
+
+    def edit(line: dict[str, Any]) -> None:
+        if line["id"] not in keep:
+            line["pred_sql"] = f"WITH mine AS ({line['pred_sql']}) SELECT * FROM mine"
+
+    _edit_predictions(folder, edit)
+    _redigest(folder)
+    return folder
+
+
 def _scalar(dsn: str, sql: str) -> Any:
     from pytest_heron import sandbox
 
@@ -178,14 +195,14 @@ def verified(run_dir: Path, server: Server, tmp_path_factory: pytest.TempPathFac
             link="https://example.invalid/heron",
         ),
     )
-    write_submission(results, "honest", out, about=ABOUT)
+    _as_system(write_submission(results, "honest", out, about=ABOUT))
 
     _set_sql(
-        write_submission(results, "claims-more", out, about=ABOUT),
+        _as_system(write_submission(results, "claims-more", out, about=ABOUT)),
         {"q002": "SELECT 1 AS wrong", "q003": "SELECT 1 AS wrong"},
     )
     _set_sql(
-        write_submission(results, "non-select", out, about=ABOUT),
+        _as_system(write_submission(results, "non-select", out, about=ABOUT)),
         {"q004": "DELETE FROM orders.customers"},
     )
     # right on the published seed 42 only: the literal count of seed 42
@@ -194,7 +211,7 @@ def verified(run_dir: Path, server: Server, tmp_path_factory: pytest.TempPathFac
     value = _scalar(published.admin_dsn, q001.gold_sql)
     assert value != _scalar(hidden.admin_dsn, q001.gold_sql)  # else the fixture proves nothing
     _set_sql(
-        write_submission(results, "per-state-literal", out, about=ABOUT),
+        _as_system(write_submission(results, "per-state-literal", out, about=ABOUT)),
         {"q001": f"SELECT {int(value)}::bigint AS customers"},
     )
 

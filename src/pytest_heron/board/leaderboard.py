@@ -2,8 +2,11 @@
 
 Only a submission whose ``verdict.json`` (written by CI's verification) is accepted *and* was
 made for the folder's current content (its digest) becomes a row; rejected ones are listed with
-their reasons and figures, never dropped; a folder without a valid verdict is listed as
-unverified. Every figure on the board is the verifier's reproduced one, never the claimed one.
+their reasons and EX-family figures, never dropped; a folder without a valid verdict is listed as
+unverified. Whether a row is the reference or ranked is decided again here from the adapter the
+run recorded (:mod:`.standing`), never from the ``tool`` it calls itself, so an accepted verdict
+of a run that no system produced is listed as rejected with the reason. Every figure on the
+board is the verifier's reproduced one, never the claimed one.
 The output is a pure function of the submission folders: same folders, same bytes.
 """
 
@@ -17,13 +20,13 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from pytest_heron.board.standing import EX_FAMILY_KEYS, REFERENCE, standing
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
 from pytest_heron.board.verify import read_verdict
 from pytest_heron.core.errors import HeronError, ResultsFileError
 from pytest_heron.scoring import grade, mcnemar_exact
 
 BOARD_FORMAT = 1
-REFERENCE_TOOLS = ("gold",)  # the harness's own reference: on the board, never ranked
 FILES = ("leaderboard.json", "leaderboard.csv", "leaderboard.md", "leaderboard.svg")
 COLUMNS = (
     ("rank", "rank"),
@@ -97,10 +100,29 @@ def _collect(submissions: Path) -> tuple[list[dict[str, Any]], list[dict[str, An
                     {"name": folder.name, "why": "changed since its verdict (digest differs)"}
                 )
                 continue
-            accepted.append(verdict)
+            why = standing_reason(verdict)
+            if why is None:
+                accepted.append(verdict)
+            else:
+                rejected.append({**verdict, "reasons": [*verdict["reasons"], why]})
         else:
             rejected.append(verdict)
     return accepted, rejected, unverified
+
+
+def _adapter(verdict: Mapping[str, Any]) -> str | None:
+    meta = verdict.get("meta")
+    conditions = meta.get("conditions") if isinstance(meta, dict) else None
+    adapter = conditions.get("adapter") if isinstance(conditions, dict) else None
+    return adapter if isinstance(adapter, str) else None
+
+
+def standing_reason(verdict: Mapping[str, Any]) -> str | None:
+    """Why an accepted verdict still cannot be a row (None: it can), from the adapter its run
+    recorded and the tool it names (:func:`~.standing.standing`)."""
+    meta = verdict.get("meta")
+    tool = meta.get("tool") if isinstance(meta, dict) else None
+    return standing(_adapter(verdict), tool if isinstance(tool, str) else None).reason
 
 
 def _row(verdict: Mapping[str, Any], prefix: str) -> dict[str, Any]:
@@ -109,7 +131,7 @@ def _row(verdict: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     ci = reproduced.get("ex_multistate_ci95")
     return {
         "rank": None,
-        "reference": meta.get("tool") in REFERENCE_TOOLS,
+        "reference": standing(_adapter(verdict), meta.get("tool")).kind == REFERENCE,
         "name": verdict["submission"],
         "tool": meta.get("tool"),
         "tool_version": meta.get("tool_version"),
@@ -171,18 +193,51 @@ def rank_rows(verdicts: Sequence[Mapping[str, Any]], prefix: str) -> list[dict[s
     return out
 
 
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def ex_figures(table: Mapping[str, Any], side: str) -> dict[str, float | None]:
+    """The EX-family figures of a verdict's metric table as plain numbers (``claimed`` or
+    ``reproduced`` side): EX@1, multi-state EX, superset EX, and each EX@k as ``ex_at_<k>``.
+    Anything else (intervals, tokens, the tables of other figures) is left out.
+
+    >>> ex_figures({"ex1": {"claimed": 50, "reproduced": 40.0},
+    ...             "ex_at_k": {"claimed": {"3": 60.0}, "reproduced": {"3": "x"}},
+    ...             "ex_multistate_ci95": {"claimed": [1, 2]}}, "claimed")
+    {'ex1': 50.0, 'ex_at_3': 60.0}
+    """
+    out: dict[str, float | None] = {}
+    for name in EX_FAMILY_KEYS:
+        cell = table.get(name)
+        if isinstance(cell, dict) and side in cell:
+            out[name] = _number(cell[side])
+    cell = table.get("ex_at_k")
+    at_k = cell.get(side) if isinstance(cell, dict) else None
+    if isinstance(at_k, dict):
+        for k in sorted(at_k, key=lambda k: (len(str(k)), str(k))):
+            if str(k).isdigit():
+                out[f"ex_at_{k}"] = _number(at_k[k])
+    return out
+
+
 def _rejected_entry(verdict: Mapping[str, Any]) -> dict[str, Any]:
-    table = verdict.get("metrics") or {}
-    meta = verdict.get("meta") or {}
+    """What a reader of the board needs about a rejection: who, why, and the EX-family figures
+    claimed and reproduced as plain numbers (the shape ``heron site --board`` reads)."""
+    table = verdict.get("metrics")
+    table = table if isinstance(table, dict) else {}
+    meta = verdict.get("meta")
+    tool = meta.get("tool") if isinstance(meta, dict) else None
     return {
         "name": verdict["submission"],
-        "tool": meta.get("tool"),
-        "reasons": list(verdict.get("reasons") or []),
-        "claimed": {k: v.get("claimed") for k, v in table.items() if isinstance(v, dict)},
-        "reproduced": {k: v.get("reproduced") for k, v in table.items() if isinstance(v, dict)},
-        "ex_hidden_seed": verdict.get("ex_hidden_seed"),
-        "hidden_seed": verdict.get("hidden_seed"),
-        "verified_at": verdict.get("verified_at"),
+        "tool": tool if isinstance(tool, str) else None,
+        "reasons": [str(r) for r in verdict.get("reasons") or []],
+        "claimed": ex_figures(table, "claimed"),
+        "reproduced": ex_figures(table, "reproduced"),
+        "ex_hidden_seed": _number(verdict.get("ex_hidden_seed")),
+        "gold_share": _number(verdict.get("gold_share")),
     }
 
 

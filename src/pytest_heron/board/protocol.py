@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,11 @@ MAX_PROTOCOL_BYTES = 64 * 1024
 SCALES = ("tiny", "small", "bench", "large")
 FIELDS = ("name", "model", "temperature", "scale", "seeds", "states", "samples", "tolerance")
 BUILTIN_PRICES = "builtin"
+# The verifier's own policy: it shapes no run, so its lines are left out of the digest a run
+# records (changing the policy must not turn every earlier run into a protocol mismatch).
+VERIFIER_FIELDS = ("max_gold_share_unreplayed",)
+DEFAULT_MAX_GOLD_SHARE_UNREPLAYED = 0.2
+_VERIFIER_LINE = re.compile(r"(?:" + "|".join(VERIFIER_FIELDS) + r")\s*:")
 
 
 @dataclass(frozen=True)
@@ -39,7 +45,10 @@ class Protocol:
     tolerance: float
     prices: str
     prices_as_of: str | None
-    digest: str  # 16 hex of SHA-256 over the file's bytes
+    digest: str  # 16 hex of SHA-256 over the file's bytes but the lines of VERIFIER_FIELDS
+    # the largest share (0..1) of predictions equal to the public gold SQL a ranked row may have
+    # without an offline replay that confirms its SQL came from the model
+    max_gold_share_unreplayed: float = DEFAULT_MAX_GOLD_SHARE_UNREPLAYED
 
     def mismatches(
         self,
@@ -123,6 +132,16 @@ def parse_protocol(text: str, where: str) -> Protocol:
     if not isinstance(prices, str):
         raise ConfigError(f"{where}, field 'prices': expected a string, got {prices!r}")
     as_of = data.get("prices_as_of")
+    share = data.get("max_gold_share_unreplayed", DEFAULT_MAX_GOLD_SHARE_UNREPLAYED)
+    if (
+        isinstance(share, bool)
+        or not isinstance(share, (int, float))
+        or not (math.isfinite(share) and 0 <= share <= 1)
+    ):
+        raise ConfigError(
+            f"{where}, field 'max_gold_share_unreplayed': expected a share from 0 to 1, "
+            f"got {share!r}"
+        )
     return Protocol(
         name=data["name"],
         model=data["model"],
@@ -134,8 +153,22 @@ def parse_protocol(text: str, where: str) -> Protocol:
         tolerance=number("tolerance"),
         prices=prices,
         prices_as_of=None if as_of is None else str(as_of),
-        digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+        digest=run_digest(text),
+        max_gold_share_unreplayed=float(share),
     )
+
+
+def run_digest(text: str) -> str:
+    r"""16 hex of SHA-256 over a protocol file's text without its verifier-only lines (those
+    starting with a key of :data:`VERIFIER_FIELDS`), the digest a run under it records.
+
+    >>> run_digest("name: x\n") == run_digest("name: x\nmax_gold_share_unreplayed: 0.5\n")
+    True
+    """
+    kept = "".join(
+        line for line in text.splitlines(keepends=True) if not _VERIFIER_LINE.match(line)
+    )
+    return hashlib.sha256(kept.encode("utf-8")).hexdigest()[:16]
 
 
 def load_protocol(path: Path) -> Protocol:

@@ -16,6 +16,13 @@ only (SQLite's integrity check, exactly the tables and columns of
 object). A cache that fails a check is a reason to reject the submission; a
 replay that cannot be attempted (no cache, adapter not installed) leaves the figures "as
 reported" and says why.
+
+A shipped cache is a claim that the model wrote the SQL, so the replay is strict: an adapter
+that answers without a model (``gold``, ``cli``, ``file``), a cache with no reply, or a
+question with submitted SQL whose replayed answer drew no reply from the shipped cache (the
+adapter answered without asking, or the reply it asked for is missing) fails the replay, which
+is a reason to reject. What the replay cannot tell is whether the transcript itself came from
+the provider: a forged transcript that the adapter turns into the submitted SQL replays fine.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from pytest_heron.systems import CACHE_FILE, ResponseCache, known_adapters
 
 REPLAY_TIMEOUT_S = 3 * 3600  # the whole child run; offline, so far above any honest need
 MAX_LISTED = 20  # mismatching answers named in full; then "and N more"
+MODEL_FREE_ADAPTERS = ("gold", "cli", "file")  # answer without asking a model: nothing to replay
 
 
 @dataclass
@@ -165,6 +173,47 @@ def compare_replay(
     return diffs, tokens_equal
 
 
+def cache_rows(path: Path) -> int:
+    """The number of replies in a cache file already checked by :func:`check_cache`."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM responses").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def not_from_cache(
+    submitted: Mapping[str, Sequence[tuple[str | None, object]]],
+    usage: Mapping[str, object],
+) -> list[str]:
+    """Questions with submitted SQL whose replayed answer read no reply from the cache: the
+    replay's usage for the question (``usage``: id -> the replay's usage counters) shows no
+    model call, or calls that were not replays. Offline, a reply the cache lacks is an error,
+    so a call that happened was answered from the shipped transcript.
+
+    >>> sub = {"q1": [("SELECT 1", None)], "q2": [(None, None)]}
+    >>> not_from_cache(sub, {"q1": {"calls": 1, "cached_calls": 1}})
+    []
+    >>> not_from_cache(sub, {"q1": None})
+    ['q1: the replayed answer asked the model nothing (no reply read from the shipped cache)']
+    """
+    out: list[str] = []
+    for qid in sorted(submitted):
+        if not any(sql for sql, _ in submitted[qid]):
+            continue  # no SQL was submitted: the question counts as wrong anyway
+        counters = usage.get(qid)
+        calls = counters.get("calls") if isinstance(counters, dict) else None
+        cached = counters.get("cached_calls") if isinstance(counters, dict) else None
+        if not isinstance(calls, (int, float)) or calls < 1:
+            out.append(
+                f"{qid}: the replayed answer asked the model nothing (no reply read from the "
+                "shipped cache)"
+            )
+        elif cached != calls:
+            out.append(f"{qid}: {calls} model call(s) in the replay, {cached} from the cache")
+    return out
+
+
 def _child_command(
     adapter: str,
     protocol: Protocol,
@@ -230,6 +279,12 @@ def replay(
     say = progress or (lambda _msg: None)
     if not (folder / CACHE).is_file():
         return Replay("not attempted", "the submission ships no LLM cache")
+    if adapter in MODEL_FREE_ADAPTERS:
+        why = (
+            f"adapter {adapter!r} answers without asking a model, so the shipped cache cannot "
+            "be what produced the SQL: there is no transcript to replay"
+        )
+        return Replay("failed", why, reasons=[f"offline replay: {why}"])
     if adapter not in known_adapters():
         return Replay(
             "not attempted",
@@ -239,6 +294,8 @@ def replay(
     copy = work / "cache" / CACHE_FILE
     shutil.copyfile(folder / CACHE, copy)  # the submission's own file is never opened to write
     problems = check_cache(copy)
+    if not problems and cache_rows(copy) == 0:
+        problems = [f"{CACHE}: holds no reply, so nothing can be replayed from it"]
     if problems:
         return Replay("failed", problems[0], reasons=problems)
     cmd = _child_command(
@@ -259,7 +316,8 @@ def replay(
     results = work / "replay.json"
     if not results.is_file():
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        return Replay("failed", f"the replay wrote no results (exit {done.returncode}): {tail}")
+        why = f"the replay wrote no results (exit {done.returncode}): {tail}"
+        return Replay("failed", why, reasons=[f"offline replay with {adapter}: {why}"[:600]])
     from pytest_heron.results import read_results
 
     data = read_results(results)
@@ -269,6 +327,17 @@ def replay(
             again[o.id] = [(s.pred_sql, o.usage if s.sample == 0 else None) for s in o.samples]
         else:
             again[o.id] = [(o.pred_sql, o.usage)]
+    unread = not_from_cache(submitted, {o.id: o.usage for o in data.outcomes})
+    if unread:
+        listed = unread[:MAX_LISTED]
+        if len(unread) > MAX_LISTED:
+            listed.append(f"and {len(unread) - MAX_LISTED} more")
+        return Replay(
+            "failed",
+            f"{len(unread)} answer(s) were not replayed from a reply in the shipped cache",
+            reasons=[f"offline replay with {adapter}: {d}" for d in listed],
+            mismatches=len(unread),
+        )
     if protocol.samples > 1:  # usage is per question: compare only the SQL of every sample
         submitted = {k: [(sql, None) for sql, _ in v] for k, v in submitted.items()}
         again = {k: [(sql, None) for sql, _ in v] for k, v in again.items()}
@@ -283,7 +352,8 @@ def replay(
             reasons=[f"offline replay with {adapter}: {d}" for d in listed],
             mismatches=len(diffs),
         )
-    checked = tokens_equal and protocol.samples == 1
+    reported = all(_tokens(usage) is not None for v in submitted.values() for _, usage in v[:1])
+    checked = tokens_equal and reported and protocol.samples == 1
     detail = f"{adapter} regenerated every submitted answer from the shipped cache"
     if not tokens_equal:
         detail += "; the reported token counts differ from the replayed ones"

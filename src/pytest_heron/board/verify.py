@@ -28,6 +28,7 @@ import yaml
 from pytest_heron import __version__
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.replay import Replay, replay
+from pytest_heron.board.standing import RANKED, gold_equal, gold_share, standing
 from pytest_heron.board.submission import (
     CACHE,
     CLAIMED,
@@ -444,6 +445,9 @@ class Verdict:
     correct_hidden: dict[str, bool] = field(default_factory=dict)
     meta: dict[str, JSON] | None = None
     replay: Replay | None = None
+    standing: str | None = None  # "reference", "ranked" or "refused" (board.standing)
+    gold_share: float | None = None  # share of sample-0 predictions that are the public gold
+    gold_equal: list[str] = field(default_factory=list)  # their question ids
     versions: dict[str, JSON] = field(default_factory=dict)
     verified_at: str = ""
     format: int = VERDICT_FORMAT
@@ -698,6 +702,11 @@ def verify(
         "link": checked.meta.get("link"),
         "conditions": checked.conditions.to_json(),
     }
+    stand = standing(checked.conditions.adapter, checked.meta.get("tool"))
+    verdict.standing = stand.kind
+    first_sql = {qid: entries[0].pred_sql for qid, entries in checked.entries.items()}
+    verdict.gold_equal = gold_equal(first_sql, {q.id: q.gold_sql for q in questions})
+    verdict.gold_share = gold_share(verdict.gold_equal, len(first_sql))
     import psycopg
 
     from pytest_heron.database import ensure_state, seed_jobs, start
@@ -728,6 +737,23 @@ def verify(
     else:
         verdict.replay = Replay("not attempted", "skipped (--no-replay)")
     reasons.extend(verdict.replay.reasons)
+    if stand.reason is not None:
+        reasons.append(stand.reason)
+    limit = protocol.max_gold_share_unreplayed
+    share = verdict.gold_share
+    if (
+        stand.kind == RANKED
+        and share is not None
+        and share > limit
+        and verdict.replay.status != "confirmed"
+    ):
+        reasons.append(
+            f"{len(verdict.gold_equal)} of {len(first_sql)} predictions ({share:.0%}) are the "
+            f"public gold SQL (normalised), above the protocol's max_gold_share_unreplayed "
+            f"({limit:.0%}); such a row is ranked only when the offline replay of its shipped "
+            f"model transcript confirms every answer (replay {verdict.replay.status}: "
+            f"{verdict.replay.detail})"[:800]
+        )
     if verdict.replay.status == "confirmed":
         if verdict.replay.tokens_checked:
             for name in TOKEN_FIGURES:

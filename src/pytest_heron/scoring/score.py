@@ -23,9 +23,16 @@ from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.scoring.similarity import exact_match
+from pytest_heron.scoring.volatility import VOLATILE, server_volatile_names, volatile_reason
 from pytest_heron.systems import AdapterTimeout, System, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
+
+
+class VolatileTiming(Exception):
+    """A timed run of a prediction returned other rows than the run that was scored."""
+
+
 VES_FACTOR_CAP = 2.0  # sqrt(t_gold / t_pred) counts at most this much (4x faster than gold)
 
 
@@ -104,6 +111,7 @@ def score_question(
             adapter_timeout,
             statement_timeout,
             sample=i if with_index else None,
+            timed=bool(time_runs) and i == 0,
         )
         every.append(out)
         scored_rows.append(rows)
@@ -113,9 +121,12 @@ def score_question(
             factor = _efficiency(
                 states[0], q, first.pred_sql, scored_rows[0], statement_timeout, time_runs
             )
+            first = dataclasses.replace(first, ves=factor)
+        except VolatileTiming as exc:  # the timing runs are the repeats on the first state
+            first = volatile(first, str(exc))
+            every[0] = first
         except Exception:  # timing is a bonus: a failure costs VES, never the record
-            factor = None
-        first = dataclasses.replace(first, ves=factor)
+            first = dataclasses.replace(first, ves=None)
     if samples > 1:
         first = dataclasses.replace(
             first,
@@ -142,18 +153,37 @@ def score_sql(
     between calls for the same question."""
     out = Outcome.blank(q, pred_sql=sql)
     cache: dict[int, Any] = {} if gold_rows is None else gold_rows
+    timed = bool(time_runs) and bool(states)
     try:
-        done, rows = _run_on_states(out, q, sql, states, cache, statement_timeout)
+        done, rows = _run_on_states(out, q, sql, states, cache, statement_timeout, timed=timed)
     except Exception as exc:  # the harness's own failure: this question's outcome, not a crash
         where = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return out.failed(ErrorKind.INFRA_CRASH, f"scoring failed: {where}"[:2000])
-    if done.correct and time_runs and states:
+    if done.correct and timed:
         try:
-            factor = _efficiency(states[0], q, sql, rows, statement_timeout, time_runs)
+            done = dataclasses.replace(
+                done, ves=_efficiency(states[0], q, sql, rows, statement_timeout, time_runs)
+            )
+        except VolatileTiming as exc:  # the timing runs are the repeats on the first state
+            done = volatile(done, str(exc))
         except Exception:
-            factor = None
-        done = dataclasses.replace(done, ves=factor)
+            done = dataclasses.replace(done, ves=None)
     return done
+
+
+def volatile(out: Outcome, why: str) -> Outcome:
+    """``out`` made wrong on every state because its rows are not the same from run to run
+    (the reason starts with "volatile result"); a volatile answer is never right by luck."""
+    return dataclasses.replace(
+        out,
+        correct=False,
+        correct_by_state=dict.fromkeys(out.correct_by_state or {}, False),
+        correct_superset=False,
+        correct_set=False,
+        correct_set_by_state=dict.fromkeys(out.correct_set_by_state or {}, False),
+        ves=None,
+        reason=why if why.startswith(VOLATILE) else f"{VOLATILE}: {why}",
+    )
 
 
 def _sum_usage(usages: Sequence[Mapping[str, int | float] | None]) -> dict[str, int | float] | None:
@@ -179,9 +209,11 @@ def _score_sample(
     statement_timeout: float,
     *,
     sample: int | None,
+    timed: bool = False,
 ) -> tuple[Outcome, Any]:
     """One answer from the adapter, scored on every state (gold results cached across samples).
-    Returns the outcome and the prediction's rows on the first state (for timing)."""
+    Returns the outcome and the prediction's rows on the first state (for timing; ``timed``:
+    the timing runs will repeat it there)."""
     out = Outcome.blank(q)
     started = time.perf_counter()
     try:
@@ -202,7 +234,7 @@ def _score_sample(
         latency_s=_latency(time.perf_counter() - started, usage),
     )
     try:
-        return _run_on_states(out, q, pred.sql, states, gold_rows, statement_timeout)
+        return _run_on_states(out, q, pred.sql, states, gold_rows, statement_timeout, timed=timed)
     except Exception as exc:  # the harness's own failure: this question's outcome, not a crash
         where = traceback.format_exception_only(type(exc), exc)[-1].strip()
         return out.failed(ErrorKind.INFRA_CRASH, f"scoring failed: {where}"[:2000]), None
@@ -215,7 +247,14 @@ def _run_on_states(
     states: Sequence[StateRef],
     gold_rows: dict[int, Any],
     statement_timeout: float,
+    *,
+    timed: bool = False,
 ) -> tuple[Outcome, Any]:
+    """Score ``sql`` on every state. An answer right on a state runs there a second time and
+    must give the same rows (as a multiset), except on the first state when ``timed``: the
+    timing runs repeat it there (:func:`_efficiency`). An answer whose text calls a volatile
+    function (:mod:`~pytest_heron.scoring.volatility`) or whose repeat differs is wrong, with
+    a reason starting "volatile result"."""
     exact = exact_match(q.gold_sql, sql)
     out = dataclasses.replace(out, exact_match=exact)
     keys = compare.order_keys(q.gold_sql)
@@ -225,6 +264,7 @@ def _run_on_states(
     superset_all = True
     soft_f1: float | None = None
     first_rows: Any = None
+    unstable: list[str] = []
     for i, state in enumerate(states):
         seed = str(state.seed)
         if state.seed not in gold_rows:
@@ -267,6 +307,13 @@ def _run_on_states(
             first_rows = got.rows
         if not result.equal:
             reasons.append(f"seed {state.seed}: {result.reason}")
+        elif not (timed and i == 0) and not unstable:
+            again = sandbox.execute(state.reader_dsn, sql, timeout_s=statement_timeout)
+            if not again.ok or not compare.compare(got.rows, again.rows).equal:
+                unstable.append(
+                    f"{VOLATILE}: seed {state.seed}: a second run of the SQL returned "
+                    f"{'an error' if not again.ok else 'other rows'}"
+                )
     done = dataclasses.replace(
         out,
         correct=bool(states) and all(verdicts.values()),
@@ -277,6 +324,12 @@ def _run_on_states(
         soft_f1=soft_f1,
         reason="\n".join(reasons) if reasons else None,
     )
+    if states:
+        flagged = volatile_reason(sql, server_volatile_names(states[0].admin_dsn))
+        if flagged is not None:
+            unstable.insert(0, flagged)
+    if unstable:
+        done = volatile(done, "\n".join(unstable))
     return done, first_rows
 
 
@@ -288,7 +341,8 @@ def _efficiency(
     Each time is the minimum wall clock of ``runs`` full executions (connect, run, fetch every
     row: the same executor and path that scored the answer) after one warm-up, gold and
     prediction interleaved. Every timed run of the prediction must return the rows that were
-    scored; one that does not (a query that behaves differently when run again) gets no VES."""
+    scored; one that does not (a query that behaves differently when run again) raises
+    :class:`VolatileTiming`: the answer is wrong, not merely untimed."""
     best = {"gold": math.inf, "pred": math.inf}
     keys = compare.order_keys(q.gold_sql)
     for attempt in range(runs + 1):
@@ -300,7 +354,10 @@ def _efficiency(
                 # so both sides are timed from connect to the last row and nothing else
                 got = sandbox.execute(state.reader_dsn, pred_sql, timeout_s=timeout_s, guard=False)
                 if got.ok and not compare.compare(scored, got.rows, order=keys).equal:
-                    return None
+                    raise VolatileTiming(
+                        f"{VOLATILE}: seed {state.seed}: timed run {attempt + 1} of the SQL "
+                        "returned other rows than the run that was scored"
+                    )
             if not got.ok:
                 return None
             if attempt > 0:

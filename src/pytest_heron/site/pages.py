@@ -145,7 +145,7 @@ class _Site:
                 "reasons": [printable(r) for r in x.reasons],
                 "claimed": x.claimed,
                 "reproduced": x.reproduced,
-                "keys": sorted(set(x.claimed) | set(x.reproduced)),
+                "figures": sorted(set(x.claimed) | set(x.reproduced)),  # not "keys": a dict method
             }
             for x in board.rejected
         ]

@@ -42,6 +42,7 @@ from pytest_heron.errors import (
 )
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
+from pytest_heron.paths import cache_dir
 from pytest_heron.results.comparison import Comparison, compare_runs
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, read_results, results_document, write_results
@@ -104,7 +105,13 @@ class HeronRun:
             self.system = _file_system(settings, self.questions)
         else:
             self.system = open_system(
-                name, hook, in_process=settings.in_process, timeout_s=settings.timeout
+                name,
+                hook,
+                in_process=settings.in_process,
+                timeout_s=settings.timeout,
+                # what a jailed adapter may not read, and the LLM cache folder it shares
+                covered=[cache_dir(), *([settings.questions] if settings.questions else [])],
+                shared=default_cache_path(settings.cache).parent,
             )
         self.asks_a_model = preflight.asks_a_model(name, self.system.needs)
         if name not in preflight.NEEDS:  # the built-ins were checked above, before the process
@@ -245,6 +252,7 @@ class HeronRun:
             f"Python {platform.python_version()}",
             protocol=None if self.protocol is None else self.protocol.name,
             protocol_digest=None if self.protocol is None else self.protocol.digest,
+            adapter_isolation=self.system.isolation,
         )
 
     def _open_journal(self) -> None:

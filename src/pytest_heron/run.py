@@ -129,6 +129,14 @@ class HeronRun:
                 raise
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
+        refused = (
+            None
+            if self.protocol is None
+            else self.protocol.isolation_problem(self.system.isolation)
+        )
+        if refused is not None:
+            self.system.close()
+            raise ConfigError(f"--heron-protocol {settings.protocol}: {refused}")
         if settings.output is not None:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:

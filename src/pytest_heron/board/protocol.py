@@ -21,6 +21,7 @@ MAX_PROTOCOL_BYTES = 64 * 1024
 SCALES = ("tiny", "small", "bench", "large")
 FIELDS = ("name", "model", "temperature", "scale", "seeds", "states", "samples", "tolerance")
 BUILTIN_PRICES = "builtin"
+ISOLATION_LEVELS = ("user", "namespace", "none", "not-needed")  # see systems/jail.py
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,19 @@ class Protocol:
     prices: str
     prices_as_of: str | None
     digest: str  # 16 hex of SHA-256 over the file's bytes
+    # how a run's adapter must have been kept from the harness's files (conditions'
+    # adapter_isolation, see systems/jail.py); None: the protocol does not say
+    adapter_isolation: tuple[str, ...] | None = None
+
+    def isolation_problem(self, level: str | None) -> str | None:
+        """Why a run whose adapter was isolated so (``level``) is refused, or None."""
+        if self.adapter_isolation is None or level in self.adapter_isolation:
+            return None
+        return (
+            f"adapter_isolation: the protocol {self.name!r} accepts "
+            f"{', '.join(self.adapter_isolation)}, the run has {level!r} (the adapter was not "
+            "isolated from the harness's files: run as root, where it gets a user of its own)"
+        )
 
     def mismatches(
         self,
@@ -123,6 +137,16 @@ def parse_protocol(text: str, where: str) -> Protocol:
     if not isinstance(prices, str):
         raise ConfigError(f"{where}, field 'prices': expected a string, got {prices!r}")
     as_of = data.get("prices_as_of")
+    isolation = data.get("adapter_isolation")
+    if isolation is not None and (
+        not isinstance(isolation, list)
+        or not isolation
+        or not all(isinstance(v, str) and v in ISOLATION_LEVELS for v in isolation)
+    ):
+        raise ConfigError(
+            f"{where}, field 'adapter_isolation': expected a list of "
+            f"{', '.join(ISOLATION_LEVELS)}, got {isolation!r}"
+        )
     return Protocol(
         name=data["name"],
         model=data["model"],
@@ -135,6 +159,7 @@ def parse_protocol(text: str, where: str) -> Protocol:
         prices=prices,
         prices_as_of=None if as_of is None else str(as_of),
         digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+        adapter_isolation=None if isolation is None else tuple(isolation),
     )
 
 

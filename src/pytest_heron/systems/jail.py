@@ -8,7 +8,8 @@ adapter code is imported:
 1. enters a mount namespace of its own (nothing it mounts is seen outside, and it all goes when
    the process ends);
 2. binds the embedded server's socket and the LLM response cache folder into a private folder
-   (``BASE/pg``, ``BASE/llm``): the adapter reaches them there, under names that say nothing;
+   (``BASE/pg``, ``BASE/llm``; ``BASE`` is ``/run/heron-adapter`` with a ``tmpfs`` of the
+   process's own on it): the adapter reaches them there, under names that say nothing;
 3. covers the heron cache folder (the server's data and its admin secret) and the question
    files with an empty read-only ``tmpfs`` (a file with ``/dev/null``);
 4. drops to the system user ``heron-adapter`` (no supplementary groups), checks that none of
@@ -34,7 +35,6 @@ import ctypes
 import json
 import os
 import pwd
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -111,6 +111,20 @@ def ensure_user(name: str = ADAPTER_USER) -> pwd.struct_passwd:
         ) from None
 
 
+def private_root() -> Path:
+    """Where each jailed process mounts a ``tmpfs`` of its own (its home, and the server's
+    socket and the LLM cache bound in), seen by no other process: ``/run/heron-adapter``
+    (or in the temporary folder). Outside the namespaces it is one empty folder, root's."""
+    parent = Path("/run") if Path("/run").is_dir() else Path(tempfile.gettempdir())
+    root = parent / "heron-adapter"
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(mode=0o755)
+    info = root.lstat()
+    if root.is_symlink() or not root.is_dir() or info.st_uid != 0:
+        raise ConfigError(f"{root} is not a folder of root's: remove it (the adapter's jail)")
+    return root
+
+
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
@@ -144,13 +158,7 @@ class Jail:
                     f"user {ADAPTER_USER!r}) must not read: choose a folder of its own for the "
                     "LLM response cache"
                 )
-        self.base = Path(tempfile.mkdtemp(prefix="heron-adapter-"))
-        self.base.chmod(0o711)  # the adapter may pass through, not list
-        self.home = self.base / "home"
-        self.home.mkdir(mode=0o700)
-        os.chown(self.home, self.uid, self.gid)
-        (self.base / "pg").mkdir(mode=0o755)
-        (self.base / "llm").mkdir(mode=0o755)
+        self.base = private_root()
         self.socket: tuple[str, str] | None = None  # the socket the process was started with
         if self.shared is not None:
             self._share(self.shared)
@@ -174,7 +182,6 @@ class Jail:
         if found is None or found == self.socket:
             return False
         self.socket = found
-        (self.base / "pg" / f".s.PGSQL.{found[1]}").touch(mode=0o666)
         return True
 
     def context(self, ctx: BenchmarkContext) -> BenchmarkContext:
@@ -206,7 +213,7 @@ class Jail:
         return [sys.executable, "-I", "-m", "pytest_heron.systems.jail", spec, str(parent)]
 
     def close(self) -> None:
-        shutil.rmtree(self.base, ignore_errors=True)
+        """Nothing to remove: the private folder lived in the process's own namespace."""
 
 
 def needed_paths() -> list[str]:
@@ -306,7 +313,7 @@ def _reveal(libc: Any, base: str, needed: Sequence[str]) -> None:
     the interpreter) is in the way: each needed path is bound aside, the closed folder covered
     with a ``tmpfs`` that others may pass through (mode 0711, nothing else of it shows), and
     the path bound back at its place inside."""
-    stage = os.path.join(base, f"stage-{os.getpid()}")  # one per start: a restart makes another
+    stage = os.path.join(base, "stage")
     os.mkdir(stage, 0o700)
     for n, (top, paths) in enumerate(sorted(reveal_plan(needed).items())):
         aside = []
@@ -329,8 +336,15 @@ def enter(spec: Mapping[str, Any]) -> None:
         raise OSError(err, f"unshare(CLONE_NEWNS): {os.strerror(err)}")
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
     base = str(spec["base"])
+    _mount(libc, "tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, b"size=16m,mode=0711")
+    home = os.path.join(base, "home")
+    for folder, mode in ((home, 0o700), (f"{base}/pg", 0o755), (f"{base}/llm", 0o755)):
+        os.mkdir(folder, mode)
+    os.chown(home, int(spec["uid"]), int(spec["gid"]))
     _reveal(libc, base, spec.get("reveal", []))
     if spec.get("socket"):
+        with open(f"{base}/pg/.s.PGSQL.{spec['port']}", "w"):
+            pass
         _mount(libc, spec["socket"], f"{base}/pg/.s.PGSQL.{spec['port']}", None, MS_BIND)
     if spec.get("shared"):
         _mount(libc, spec["shared"], f"{base}/llm", None, MS_BIND)

@@ -43,8 +43,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 from pytest_heron.errors import ConfigError
 from pytest_heron.types import BenchmarkContext
 
@@ -131,6 +129,8 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def socket_of(dsn: str) -> tuple[str, str] | None:
     """``(socket file, port)`` when ``dsn`` reaches its server by a Unix socket, else None."""
+    from psycopg.conninfo import conninfo_to_dict  # not in the trampoline: it starts faster
+
     params = conninfo_to_dict(dsn)
     host = str(params.get("host") or "")
     if not host.startswith("/") or "," in host:
@@ -187,6 +187,8 @@ class Jail:
     def context(self, ctx: BenchmarkContext) -> BenchmarkContext:
         """``ctx`` as the jailed adapter sees it: the DSN through the bound socket, the LLM cache
         in the bound folder."""
+        from psycopg.conninfo import make_conninfo
+
         dsn = ctx.dsn
         if dsn and self.socket is not None and socket_of(dsn) == self.socket:
             dsn = make_conninfo(dsn, host=str(self.base / "pg"))

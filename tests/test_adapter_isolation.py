@@ -90,6 +90,17 @@ def secrets(dsn):
     return sorted(set(places))
 
 
+def cache_works(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x int)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.commit()
+    return conn.execute("SELECT count(*) FROM t").fetchone()[0]
+
+
 class Snoop:
     name = "snoop"
     version = "1"
@@ -105,6 +116,7 @@ class Snoop:
             target = os.path.join(folder, "set.yaml")
             found[f"read {target}"] = attempt(lambda: open(target).read())
         found["environ"] = attempt(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read())
+        found["llm"] = attempt(lambda: cache_works(ctx.llm.cache_path))
         found["db"] = attempt(
             lambda: psycopg.connect(ctx.dsn).execute("SELECT current_user").fetchone()[0]
         )
@@ -166,6 +178,9 @@ def test_a_jailed_adapter_reads_neither_the_secret_nor_the_questions(
     assert found["uid"] != 0 and found["uid"] == jail.ensure_user().pw_uid
     assert found["home"] == str(jail.private_root() / "home")
     assert found["db"].startswith("READ 'heron_adapter_"), found["db"]
+    # the LLM response cache folder is the one folder of the harness it writes
+    assert found["llm"].startswith("READ "), found["llm"]
+    assert (llm / "llm-cache.sqlite3").is_file()
     # it knew where to look ...
     assert found["folders"] == str(open_folder / "questions")
     assert any(key.startswith("secret") and "pg16.secret" in key for key in found), found

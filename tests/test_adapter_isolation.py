@@ -256,3 +256,33 @@ def test_the_jail_plan_is_pure_logic(tmp_path: Path) -> None:
     )
     assert env["PATH"] == "/bin" and env["HOME"] == "/j/home" and env["TMPDIR"] == "/j/home"
     assert "PGPASSWORD" not in env and "HERON_DSN" not in env
+
+
+def test_a_protocol_run_whose_adapter_is_not_isolated_stops_before_any_work(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(jail.ENV, "none")
+    pytester.makepyfile(
+        plain_adapter=(
+            "class A:\n    name = 'a'\n    def prepare(self, ctx): pass\n"
+            "    def generate(self, q): return 'SELECT 1'\n"
+        )
+    )
+    protocol = pytester.path / "protocol.yaml"
+    protocol.write_text(
+        "name: t\nmodel: m\ntemperature: 0\nscale: tiny\nseeds: [42]\nstates: 1\nsamples: 1\n"
+        "tolerance: 2\nadapter_isolation: [user, not-needed]\n"
+    )
+    result = pytester.runpytest(
+        "--heron-adapter=plain_adapter:A",
+        f"--heron-protocol={protocol}",
+        "--heron-scale=tiny",
+        "--heron-states=1",
+        "--heron-model=m",
+        "-p",
+        "no:cacheprovider",
+    )
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert "adapter_isolation" in text and "'none'" in text, text
+    assert "backend:" not in text  # refused before a server was started

@@ -286,3 +286,25 @@ def test_a_protocol_run_whose_adapter_is_not_isolated_stops_before_any_work(
     assert result.ret == pytest.ExitCode.USAGE_ERROR, text
     assert "adapter_isolation" in text and "'none'" in text, text
     assert "backend:" not in text  # refused before a server was started
+
+
+@pytest.mark.skipif(
+    not jail.possible() or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_root_without_cap_sys_admin_is_not_jailed() -> None:
+    """A Docker container's root has no CAP_SYS_ADMIN: no namespace, so no jail (and the
+    conditions say ``none``) rather than a run that fails at the first adapter."""
+    import subprocess
+    import sys
+
+    PROBE = "from pytest_heron.systems import jail; print(jail.possible())"  # noqa: N806
+    done = subprocess.run(
+        [
+            *("setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"),
+            *(sys.executable, "-c", PROBE),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "False"

@@ -73,9 +73,23 @@ def wanted() -> bool:
     return value == "auto"
 
 
+CAP_SYS_ADMIN = 21  # the capability mount(2) and unshare(CLONE_NEWNS) need
+
+
 def possible() -> bool:
-    """Whether this process can start a jailed adapter (Linux, running as root)."""
-    return sys.platform.startswith("linux") and os.geteuid() == 0
+    """Whether this process can start a jailed adapter: Linux, running as root, with
+    ``CAP_SYS_ADMIN`` (a Docker container's root lacks it by default: there the adapter runs
+    unisolated and the conditions say so)."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return False
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    for line in status.splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> CAP_SYS_ADMIN & 1)
+    return False
 
 
 def ensure_user(name: str = ADAPTER_USER) -> pwd.struct_passwd:
@@ -150,6 +164,9 @@ class Jail:
         user = ensure_user()
         self.uid, self.gid = user.pw_uid, user.pw_gid
         self.covered = tuple(sorted({p.resolve() for p in covered}))
+        for path in self.covered:  # the cache folder of a first run: covered before it fills
+            if not path.exists():
+                path.mkdir(parents=True, exist_ok=True)
         self.shared = None if shared is None else shared.resolve()
         for path in self.covered:
             if self.shared is not None and _inside(path, self.shared):
@@ -391,7 +408,11 @@ def main(argv: list[str]) -> None:
     try:
         enter(spec)
     except OSError as exc:
-        print(f"heron could not isolate the adapter's process: {exc}", file=sys.stderr)
+        print(
+            f"heron could not isolate the adapter's process: {exc} (with {ENV}=none it runs "
+            "as this user, unisolated, and the run's conditions say so)",
+            file=sys.stderr,
+        )
         os._exit(EXIT_REFUSED)
     home = os.path.join(str(spec["base"]), "home")
     try:

@@ -297,11 +297,11 @@ def test_root_without_cap_sys_admin_is_not_jailed() -> None:
     import subprocess
     import sys
 
-    PROBE = "from pytest_heron.systems import jail; print(jail.possible())"  # noqa: N806
+    probe = "from pytest_heron.systems import jail; print(jail.possible())"
     done = subprocess.run(
         [
             *("setpriv", "--bounding-set=-sys_admin", "--inh-caps=-sys_admin"),
-            *(sys.executable, "-c", PROBE),
+            *(sys.executable, "-c", probe),
         ],
         capture_output=True,
         text=True,

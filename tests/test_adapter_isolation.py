@@ -308,3 +308,20 @@ def test_root_without_cap_sys_admin_is_not_jailed() -> None:
         check=True,
     )
     assert done.stdout.strip() == "False"
+
+
+def test_the_default_llm_cache_moves_out_of_the_heron_cache_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The jailed adapter shares the LLM cache's folder, so it is no longer the folder of the
+    server's secret; a cache an earlier heron left there is moved, with its WAL."""
+    from pytest_heron.systems.llm.cache import CACHE_FILE, default_cache_path
+
+    monkeypatch.setenv("HERON_CACHE_DIR", str(tmp_path))
+    (tmp_path / CACHE_FILE).write_bytes(b"db")
+    (tmp_path / f"{CACHE_FILE}-wal").write_bytes(b"wal")
+    path = default_cache_path()
+    assert path == tmp_path / "llm" / CACHE_FILE
+    assert path.read_bytes() == b"db" and path.with_name(f"{CACHE_FILE}-wal").read_bytes() == b"wal"
+    assert not (tmp_path / CACHE_FILE).exists()
+    assert default_cache_path(tmp_path / "mine") == tmp_path / "mine" / CACHE_FILE

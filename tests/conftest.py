@@ -21,6 +21,10 @@ TEST_CACHE = Path(
     os.environ.get("HERON_TEST_CACHE_DIR") or USER_CACHE.with_name("pytest-heron-tests")
 ).expanduser()
 os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
+# The tests' adapters live in pytester folders (mode 0700, root's) and write files there, which
+# the jailed adapter user cannot: the suite runs them as before; tests/test_adapter_isolation.py
+# turns the jail on (HERON_ADAPTER_ISOLATION, see pytest_heron/systems/jail.py).
+os.environ.setdefault("HERON_ADAPTER_ISOLATION", "none")
 
 from pytest_heron.database.server import Server, embedded  # noqa: E402  (after the cache is set)
 

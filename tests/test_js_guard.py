@@ -86,7 +86,7 @@ def test_the_js_guard_accepts_every_gold_query(js: JsServer) -> None:
 
 
 GOLD = [q.gold_sql for q in load_questions()]
-PIECES = ["'", '"', "$$", "$a$", "/*", "*/", "--", ";", "(", ")", "[", "]", "\\", "E'", "\n"]
+PIECES = ["'", '"', "$$", "$a$", "/*", "*/", "--", ";", "(", ")", "[", "]", "\\", "E'", "\n", "\r"]
 PIECES += ["DELETE FROM t", "; DROP TABLE t", " INTO t ", " FOR UPDATE", "::", "SET x = 1"]
 
 

@@ -36,6 +36,7 @@ from pytest_heron.core.errors import (
     HeronError,
     ResultsFileError,
 )
+from pytest_heron.core.paths import cache_dir
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
 from pytest_heron.database import Server, State, StateRef, choose, ensure_state, seed_jobs, start
 from pytest_heron.dataset import GoldQuestion, load_questions, questions_digest
@@ -106,7 +107,13 @@ class HeronRun:
             self.system = _file_system(settings, self.questions)
         else:
             self.system = open_system(
-                name, hook, in_process=settings.in_process, timeout_s=settings.timeout
+                name,
+                hook,
+                in_process=settings.in_process,
+                timeout_s=settings.timeout,
+                # what a jailed adapter may not read, and the LLM cache folder it shares
+                covered=[cache_dir(), *([settings.questions] if settings.questions else [])],
+                shared=default_cache_path(settings.cache).parent,
             )
         self.asks_a_model = asks_a_model(name, self.system.needs)
         if name not in NEEDS:  # the built-ins were checked above, before the process
@@ -124,6 +131,14 @@ class HeronRun:
                 raise
         self.adapter_version = self.system.version
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
+        refused = (
+            None
+            if self.protocol is None
+            else self.protocol.isolation_problem(self.system.isolation)
+        )
+        if refused is not None:
+            self.system.close()
+            raise ConfigError(f"--heron-protocol {settings.protocol}: {refused}")
         if settings.output is not None:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
@@ -244,6 +259,7 @@ class HeronRun:
             f"Python {platform.python_version()}",
             protocol=None if self.protocol is None else self.protocol.name,
             protocol_digest=None if self.protocol is None else self.protocol.digest,
+            adapter_isolation=self.system.isolation,
         )
 
     def _open_journal(self) -> None:

@@ -24,9 +24,10 @@ FIELDS = ("name", "model", "temperature", "scale", "seeds", "states", "samples",
 BUILTIN_PRICES = "builtin"
 # The verifier's own policy: it shapes no run, so its lines are left out of the digest a run
 # records (changing the policy must not turn every earlier run into a protocol mismatch).
-VERIFIER_FIELDS = ("max_gold_share_unreplayed",)
+VERIFIER_FIELDS = ("max_gold_share_unreplayed", "adapter_isolation")
 DEFAULT_MAX_GOLD_SHARE_UNREPLAYED = 0.2
 _VERIFIER_LINE = re.compile(r"(?:" + "|".join(VERIFIER_FIELDS) + r")\s*:")
+ISOLATION_LEVELS = ("user", "namespace", "none", "not-needed")  # see systems/jail.py
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,19 @@ class Protocol:
     # the largest share (0..1) of predictions equal to the public gold SQL a ranked row may have
     # without an offline replay that confirms its SQL came from the model
     max_gold_share_unreplayed: float = DEFAULT_MAX_GOLD_SHARE_UNREPLAYED
+    # how a run's adapter must have been kept from the harness's files (conditions'
+    # adapter_isolation, see systems/jail.py); None: the protocol does not say
+    adapter_isolation: tuple[str, ...] | None = None
+
+    def isolation_problem(self, level: str | None) -> str | None:
+        """Why a run whose adapter was isolated so (``level``) is refused, or None."""
+        if self.adapter_isolation is None or level in self.adapter_isolation:
+            return None
+        return (
+            f"adapter_isolation: the protocol {self.name!r} accepts "
+            f"{', '.join(self.adapter_isolation)}, the run has {level!r} (the adapter was not "
+            "isolated from the harness's files: run as root, where it gets a user of its own)"
+        )
 
     def mismatches(
         self,
@@ -142,6 +156,16 @@ def parse_protocol(text: str, where: str) -> Protocol:
             f"{where}, field 'max_gold_share_unreplayed': expected a share from 0 to 1, "
             f"got {share!r}"
         )
+    isolation = data.get("adapter_isolation")
+    if isolation is not None and (
+        not isinstance(isolation, list)
+        or not isolation
+        or not all(isinstance(v, str) and v in ISOLATION_LEVELS for v in isolation)
+    ):
+        raise ConfigError(
+            f"{where}, field 'adapter_isolation': expected a list of "
+            f"{', '.join(ISOLATION_LEVELS)}, got {isolation!r}"
+        )
     return Protocol(
         name=data["name"],
         model=data["model"],
@@ -155,6 +179,7 @@ def parse_protocol(text: str, where: str) -> Protocol:
         prices_as_of=None if as_of is None else str(as_of),
         digest=run_digest(text),
         max_gold_share_unreplayed=float(share),
+        adapter_isolation=None if isolation is None else tuple(isolation),
     )
 
 

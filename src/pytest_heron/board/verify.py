@@ -269,6 +269,9 @@ def _check_protocol(
             f"{conditions.protocol_digest}), the board's is {protocol.name!r} (digest "
             f"{protocol.digest}); run with --heron-protocol on the board's protocol file"
         )
+    isolation = protocol.isolation_problem(conditions.adapter_isolation)
+    if isolation is not None:
+        problems.append(f"protocol: {isolation}")
     data_version = load_bundle().data_version
     if conditions.data_version != data_version:
         problems.append(

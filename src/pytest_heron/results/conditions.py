@@ -54,6 +54,9 @@ class Conditions:
     machine: str | None = None
     protocol: str | None = None  # the board protocol the run claims (--heron-protocol): name
     protocol_digest: str | None = None  # ... and 16 hex of SHA-256 over its file
+    # how the adapter was kept from the harness's files: "user" (its own OS user and mount
+    # namespace), "none" (the harness's user), "not-needed" (gold, file); None: not recorded
+    adapter_isolation: str | None = None
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -116,4 +119,5 @@ class Conditions:
             machine=r.opt_text("machine"),
             protocol=r.opt_text("protocol"),
             protocol_digest=r.opt_text("protocol_digest"),
+            adapter_isolation=r.opt_text("adapter_isolation"),
         )

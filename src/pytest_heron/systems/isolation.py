@@ -32,14 +32,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_heron.core.errors import AdapterError, AdapterLookupError, ErrorKind, InvalidPrediction
 from pytest_heron.core.types import Adapter, BenchmarkContext, Prediction
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
+from pytest_heron.systems import jail as jails
 from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
 from pytest_heron.systems.predictions import PredictionFile
 from pytest_heron.systems.registry import GROUP, instantiate, known_adapters, wrong_type
@@ -63,6 +65,7 @@ class System(Protocol):
     """What the scorer asks of a system under test (see the module docstring)."""
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
+    isolation: str  # how the adapter was kept from the harness's files (jail.LEVELS)
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
     needs: Mapping[str, Any]  # what the adapter declares it needs (see child.declared_needs)
     note: str | None  # said in the summary when the adapter is not isolated
@@ -82,12 +85,15 @@ def open_system(
     *,
     in_process: bool = False,
     timeout_s: float,
+    covered: Sequence[Path] = (),
+    shared: Path | None = None,
 ) -> System:
     """The answerer of ``--heron-adapter name``. Lookup order as in
     :func:`~pytest_heron.systems.registry.make_adapter` (entry points, the hook, ``module:attr``),
     but no adapter module is imported here unless the adapter is to run in this process: a
     :class:`ChildSystem` resolves the name in its own process, at once, so an unknown name still
-    fails before the first question."""
+    fails before the first question. ``covered`` and ``shared`` are what a jailed adapter may
+    not read and the LLM cache folder it shares (see :mod:`pytest_heron.systems.jail`)."""
     if name == "gold":
         return GoldSystem()
     if name == "cli":
@@ -119,7 +125,7 @@ def open_system(
             note="--heron-in-process: it ran inside the pytest process (it could reach the "
             "scorer; a hang was abandoned, not killed)",
         )
-    return ChildSystem(name, timeout_s)
+    return ChildSystem(name, timeout_s, jail=jails.open_jail(covered, shared))
 
 
 # -- gold ------------------------------------------------------------------------------------------
@@ -131,6 +137,7 @@ class GoldSystem:
     version: str | None = GoldAdapter.version
     takes_sample = False
     note: str | None = None
+    isolation = jails.NOT_NEEDED
     needs: Mapping[str, Any] = NO_NEEDS
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
@@ -156,6 +163,7 @@ class FileSystem:
     version: str | None = None
     takes_sample = False
     note: str | None = None
+    isolation = jails.NOT_NEEDED
     needs: Mapping[str, Any] = NO_NEEDS
 
     def __init__(self, predictions: PredictionFile) -> None:
@@ -227,6 +235,7 @@ class InProcessSystem:
     ) -> None:
         self.make = make
         self.note = note
+        self.isolation = jails.NONE
         self.grace_s = grace_s
         self.probe = make() if probe is None else probe
         version = getattr(self.probe, "version", None)
@@ -318,10 +327,12 @@ class ChildSystem:
     :mod:`pytest_heron.systems.child` for the wire). The process is started and the adapter
     loaded at once (the name is checked before the first question); ``ready`` prepares it."""
 
-    def __init__(self, name: str, timeout_s: float) -> None:
+    def __init__(self, name: str, timeout_s: float, jail: jails.Jail | None = None) -> None:
         self.name = name
         self.timeout_s = timeout_s
         self.note: str | None = None
+        self._jail = jail
+        self.isolation = jails.NONE if jail is None else jails.USER
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = bytearray()
         self._prepared = False
@@ -332,10 +343,10 @@ class ChildSystem:
         try:
             info = self._load(timeout_s)
         except AdapterLookupError:
-            self._kill()
+            self.close()
             raise
         except (AdapterError, AdapterTimeout, TimeoutError) as exc:
-            self._kill()
+            self.close()
             raise AdapterLookupError(f"adapter {name!r} could not be loaded: {exc}") from None
         version = info.get("version")
         self.version: str | None = None if version is None else str(version)
@@ -353,8 +364,12 @@ class ChildSystem:
 
     def _start(self) -> None:
         self._log.clear()
+        if self._jail is None:
+            command = [sys.executable, "-m", "pytest_heron.systems.child", str(os.getpid())]
+        else:  # as the adapter's own user, in its own mount namespace (see jail.py)
+            command = self._jail.command(os.getpid())
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest_heron.systems.child", str(os.getpid())],
+            command,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -383,14 +398,15 @@ class ChildSystem:
     def close(self) -> None:
         """Ask an idle process to exit (its wire closed), then kill what is left of its group."""
         proc = self._proc
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(CLOSE_GRACE_S)
-        self._kill()
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(CLOSE_GRACE_S)
+            self._kill()
+        if self._jail is not None:
+            self._jail.close()
 
     def _tail(self) -> str:
         text = self._log.decode("utf-8", "replace").strip()
@@ -534,14 +550,24 @@ class ChildSystem:
 
     # -- the answerer
 
+    def _seen(self, ctx: BenchmarkContext) -> dict[str, Any]:
+        """``ctx`` as the adapter's process is sent it. A jailed process started before the
+        server's socket was known is stopped here (the next request starts one that sees it)."""
+        if self._jail is None:
+            return wire.context_to_json(ctx)
+        if self._jail.expose(ctx.dsn) and self._proc is not None:
+            self._kill()
+        return wire.context_to_json(self._jail.context(ctx))
+
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
         if not self._has_conditions:
             return {}
         try:
+            seen = self._seen(ctx)
             if self._proc is None:
                 self._load(self.timeout_s)
             reply = self._call(
-                {"op": "conditions", "ctx": wire.context_to_json(ctx)},
+                {"op": "conditions", "ctx": seen},
                 self.timeout_s,
                 "report its conditions",
             )
@@ -560,11 +586,10 @@ class ChildSystem:
             return
         timeout = ctx.limits.timeout_s
         try:
+            seen = self._seen(ctx)
             if self._proc is None:
                 self._load(timeout)
-            self._call(
-                {"op": "prepare", "ctx": wire.context_to_json(ctx)}, timeout, "finish prepare(ctx)"
-            )
+            self._call({"op": "prepare", "ctx": seen}, timeout, "finish prepare(ctx)")
             self._prepared = True
         except (AdapterTimeout, AdapterError, AdapterLookupError, TimeoutError) as exc:
             self._error = f"the adapter failed to prepare: {exc}"

@@ -35,8 +35,10 @@ function tokenize(sql) {
       continue;
     }
     if (ch === "-" && sql[i + 1] === "-") {
-      const end = sql.indexOf("\n", i);
-      i = end < 0 ? n : end + 1;
+      // PostgreSQL's scanner ends a -- comment at a newline or a carriage return (scan.l:
+      // non_newline is [^\n\r]): "--\r" must not hide what follows it
+      i += 2;
+      while (i < n && sql[i] !== "\n" && sql[i] !== "\r") i += 1;
       continue;
     }
     if (ch === "/" && sql[i + 1] === "*") {

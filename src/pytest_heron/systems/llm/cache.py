@@ -11,6 +11,7 @@ their endpoint is unknown (see DECISIONS.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -173,12 +174,23 @@ class ResponseCache:
 
 
 CACHE_FILE = "llm-cache.sqlite3"  # inside --heron-cache DIR
+DEFAULT_FOLDER = "llm"  # the default --heron-cache: this folder in the heron cache folder
 
 
 def default_cache_path(folder: Path | None = None) -> Path:
-    """The cache file in ``folder`` (``--heron-cache``), by default the heron cache folder."""
-    if folder is None:
-        from pytest_heron.core.paths import cache_dir
+    """The cache file in ``folder`` (``--heron-cache``), by default in the folder ``llm`` of the
+    heron cache folder. It is a folder of its own because a jailed adapter shares it (see
+    :mod:`pytest_heron.systems.jail`), never the folder of the server and its secret; a cache
+    left in the heron cache folder itself by an earlier heron is moved there."""
+    if folder is not None:
+        return folder / CACHE_FILE
+    from pytest_heron.core.paths import cache_dir
 
-        folder = cache_dir()
-    return folder / CACHE_FILE
+    old = cache_dir() / CACHE_FILE
+    new = cache_dir() / DEFAULT_FOLDER / CACHE_FILE
+    if old.is_file() and not new.exists():
+        new.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ("-wal", "-shm", ""):  # the database last: no window without its log
+            with contextlib.suppress(FileNotFoundError):
+                old.with_name(CACHE_FILE + suffix).rename(new.with_name(CACHE_FILE + suffix))
+    return new

@@ -23,6 +23,14 @@ from typing import Any
 
 import yaml
 
+from pytest_heron.dataset.params import (
+    Parameter,
+    ParameterError,
+    defaults,
+    parse_parameters,
+    placeholders,
+    render,
+)
 from pytest_heron.errors import QuestionFileError
 from pytest_heron.types import RETRIEVALS, SHAPES, Question
 
@@ -38,6 +46,9 @@ FIELDS = {
     "retrieval",
     "traps",
     "empty_probe",
+    "parameters",
+    "parameters_none_reason",
+    "rules_out",
 }
 REQUIRED = ("id", "question", "gold_sql", "gold_tables", "shape", "retrieval")
 
@@ -56,6 +67,14 @@ class GoldQuestion:
     traps: tuple[str, ...] = ()
     empty_probe: bool = False
     source: str = ""
+    # parameters (dataset/params.py): ``question`` and ``gold_sql`` are the templates rendered
+    # with the defaults; a variant keeps the templates and names its ``parent``
+    parameters: tuple[Parameter, ...] = ()
+    template_question: str = ""
+    template_sql: str = ""
+    parameters_none_reason: str = ""
+    rules_out: str = ""
+    parent: str | None = None
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -156,16 +175,43 @@ def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
     empty_probe = raw.get("empty_probe", False)
     if not isinstance(empty_probe, bool):
         raise bad("empty_probe", "must be true or false")
+    for name in ("parameters_none_reason", "rules_out"):
+        if name in raw and (not isinstance(raw[name], str) or not raw[name].strip()):
+            raise bad(name, "must be a non-empty string")
+    if "parameters" in raw and "parameters_none_reason" in raw:
+        raise bad("parameters", "give parameters or parameters_none_reason, not both")
+    template_question = raw["question"].strip()
+    template_sql = raw["gold_sql"].strip()
+    params: tuple[Parameter, ...] = ()
+    question, gold = template_question, template_sql
+    if "parameters" in raw:
+        try:
+            params = parse_parameters(raw["parameters"])
+            declared = {p.name for p in params}
+            for field, template in (("question", template_question), ("gold_sql", template_sql)):
+                named = set(placeholders(template))
+                if declared - named:
+                    missing = sorted(declared - named)[0]
+                    raise ParameterError(f"{field} does not name parameter {{{missing}}}")
+            question = render(template_question, defaults(params), sql=False)
+            gold = render(template_sql, defaults(params), sql=True)
+        except ParameterError as exc:
+            raise bad("parameters", str(exc)) from None
     return GoldQuestion(
         id=qid,
-        question=raw["question"].strip(),
-        gold_sql=raw["gold_sql"].strip(),
+        question=question,
+        gold_sql=gold,
         gold_tables=tuple(tables),
         shape=raw["shape"],
         retrieval=raw["retrieval"],
         traps=tuple(traps),
         empty_probe=empty_probe,
         source=path,
+        parameters=params,
+        template_question=template_question if params else "",
+        template_sql=template_sql if params else "",
+        parameters_none_reason=str(raw.get("parameters_none_reason", "")).strip(),
+        rules_out=str(raw.get("rules_out", "")).strip(),
     )
 
 

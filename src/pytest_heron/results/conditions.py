@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_heron.errors import ResultsFileError
 from pytest_heron.records import JSON, RecordReader
 
 _IDENTITY = {"identity": True}
@@ -54,6 +55,8 @@ class Conditions:
     machine: str | None = None
     protocol: str | None = None  # the board protocol the run claims (--heron-protocol): name
     protocol_digest: str | None = None  # ... and 16 hex of SHA-256 over its file
+    # --heron-variants: {"seed": S, "count": N} when the run asked variants, not the public set
+    variants: dict[str, int] | None = field(default=None, metadata=_IDENTITY)
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -64,6 +67,8 @@ class Conditions:
             if not f.metadata.get("identity"):
                 continue
             value = self.to_json()[f.name]
+            if f.name == "variants" and value is None:
+                continue  # journals written before variants existed still resume
             if f.name == "adapter_conditions":
                 out.update(value)
             elif f.name == "questions_digest":
@@ -116,4 +121,22 @@ class Conditions:
             machine=r.opt_text("machine"),
             protocol=r.opt_text("protocol"),
             protocol_digest=r.opt_text("protocol_digest"),
+            variants=_variants(r.data.get("variants"), where),
         )
+
+
+def _variants(raw: Any, where: str) -> dict[str, int] | None:
+    """The ``variants`` record: null or {"seed": int >= 0, "count": int >= 1}."""
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, dict)
+        or sorted(raw) != ["count", "seed"]
+        or not all(isinstance(raw[k], int) and not isinstance(raw[k], bool) for k in raw)
+        or raw["seed"] < 0
+        or raw["count"] < 1
+    ):
+        raise ResultsFileError(
+            f"{where}: variants must be null or {{\"seed\": S, \"count\": N}} (integers)"
+        )
+    return {"seed": raw["seed"], "count": raw["count"]}

@@ -61,6 +61,7 @@ class Parameter:
     default: Value
     values: tuple[Value, ...] = ()  # a listed domain, or a range expanded
     query: str | None = None  # a domain read from a state: sorted distinct first column
+    derived: str | None = None  # not drawn: the first cell of this query over the others
 
     def domain(self, queried: Sequence[Value] | None = None) -> tuple[Value, ...]:
         if self.query is not None:
@@ -109,7 +110,8 @@ def parse_parameters(raw: Any) -> tuple[Parameter, ...]:
             raise ParameterError(f"parameter name {name!r:.40} must match [a-z_][a-z0-9_]*")
         if not isinstance(spec, dict):
             raise ParameterError(f"parameter {name}: spec must be a mapping")
-        unknown = sorted(set(spec) - {"kind", "default", "values", "range", "step", "query"})
+        keys = {"kind", "default", "values", "range", "step", "query", "derived"}
+        unknown = sorted(set(spec) - keys)
         if unknown:
             raise ParameterError(f"parameter {name}: unknown key {unknown[0]!r}")
         kind = spec.get("kind")
@@ -118,11 +120,14 @@ def parse_parameters(raw: Any) -> tuple[Parameter, ...]:
         if "default" not in spec:
             raise ParameterError(f"parameter {name}: default is required")
         default = _value(spec["default"], f"parameter {name}: default")
-        given = [k for k in ("values", "range", "query") if k in spec]
+        given = [k for k in ("values", "range", "query", "derived") if k in spec]
         if len(given) != 1:
-            raise ParameterError(f"parameter {name}: give exactly one of values, range, query")
+            raise ParameterError(
+                f"parameter {name}: give exactly one of values, range, query, derived"
+            )
         values: tuple[Value, ...] = ()
         query = None
+        derived = None
         if "values" in spec:
             listed = spec["values"]
             if not isinstance(listed, list) or not listed:
@@ -138,13 +143,21 @@ def parse_parameters(raw: Any) -> tuple[Parameter, ...]:
             if step not in ("day", "month", "year"):
                 raise ParameterError(f"parameter {name}: step must be day, month or year")
             values = _expand(bounds[0], bounds[1], step, name)
-        else:
+        elif "query" in spec:
             query = spec["query"]
             if not isinstance(query, str) or not query.strip():
                 raise ParameterError(f"parameter {name}: query must be SQL text")
-        if query is None and type(default) is not type(values[0]):
+        else:
+            derived = spec["derived"]
+            if not isinstance(derived, str) or not derived.strip():
+                raise ParameterError(f"parameter {name}: derived must be SQL text")
+        if values and type(default) is not type(values[0]):
             raise ParameterError(f"parameter {name}: default and domain differ in type")
-        out.append(Parameter(name, kind, default, values, query))
+        out.append(Parameter(name, kind, default, values, query, derived))
+    names = {p.name for p in out}
+    for p in out:
+        if p.derived is not None and not set(placeholders(p.derived)) <= names - {p.name}:
+            raise ParameterError(f"parameter {p.name}: derived names an undeclared parameter")
     return tuple(out)
 
 
@@ -216,6 +229,8 @@ def draw_values(
     """Draw number ``draw`` of a question's parameters at ``seed``."""
     out: dict[str, Value] = {}
     for p in params:
+        if p.derived is not None:
+            continue
         domain = domains[p.name]
         out[p.name] = domain[pick(seed, qid, draw, p.name, len(domain))]
     return out

@@ -188,10 +188,16 @@ def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
         try:
             params = parse_parameters(raw["parameters"])
             declared = {p.name for p in params}
-            for field, template in (("question", template_question), ("gold_sql", template_sql)):
+            drawn = {p.name for p in params if p.derived is None}
+            for field, template, needed in (
+                ("question", template_question, declared),
+                ("gold_sql", template_sql, drawn),
+            ):
                 named = set(placeholders(template))
-                if declared - named:
-                    missing = sorted(declared - named)[0]
+                if named - declared:
+                    raise ParameterError(f"{field} names undeclared {{{sorted(named - declared)[0]}}}")
+                if needed - named:
+                    missing = sorted(needed - named)[0]
                     raise ParameterError(f"{field} does not name parameter {{{missing}}}")
             question = render(template_question, defaults(params), sql=False)
             gold = render(template_sql, defaults(params), sql=True)

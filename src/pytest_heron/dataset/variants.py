@@ -34,7 +34,7 @@ from pytest_heron.dataset.params import Value, defaults, draw_values, render, te
 from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.errors import ConfigError
 
-MAX_DRAWS_PER_VARIANT = 12
+MAX_DRAWS_PER_VARIANT = 25
 SPEC = re.compile(r"([0-9]+)(?::([0-9]+))?")
 MAX_COUNT = 100
 
@@ -145,6 +145,8 @@ def draw_question(
         return [], "the question has no parameters"
     domains: dict[str, tuple[Value, ...]] = {}
     for p in q.parameters:
+        if p.derived is not None:
+            continue
         if p.query is not None:
             got = run_gold(dsns[0], p.query)
             if not got.ok:
@@ -157,7 +159,8 @@ def draw_question(
     parent_runs = [run_gold(d, q.gold_sql) for d in dsns]
     default = defaults(q.parameters)
     texts = {_text_key(q.question)}
-    tried: list[dict[str, Value]] = [default]
+    drawn_names = [p.name for p in q.parameters if p.derived is None]
+    tried: list[tuple[Value, ...]] = [tuple(default[n] for n in drawn_names)]
     results: list[Sequence[Any]] = []
     out: list[Variant] = []
     draw = 0
@@ -165,9 +168,21 @@ def draw_question(
     while len(out) < count and draw < MAX_DRAWS_PER_VARIANT * count:
         values = draw_values(q.parameters, seed, q.id, draw, domains)
         draw += 1
-        if values in tried:
+        key = tuple(values[n] for n in drawn_names)
+        if key in tried:
             continue
-        tried.append(values)
+        tried.append(key)
+        derived_ok = True
+        for p in q.parameters:
+            if p.derived is not None:
+                got = run_gold(dsns[0], render(p.derived, values, sql=True), max_rows=1)
+                if not got.ok or not got.rows or got.rows[0][0] is None:
+                    derived_ok = False
+                    break
+                values[p.name] = queried_domain(got.rows)[0]
+        if not derived_ok:
+            last = "a derived parameter has no value"
+            continue
         vq = instantiate(q, values, variant_id(q.id, seed, len(out)))
         if _text_key(vq.question) in texts:
             last = "same English as an earlier one"

@@ -96,12 +96,20 @@ def test_bad_parameter_specs_are_refused(spec: Any, problem: str) -> None:
 
 def test_date_ranges_step_by_month() -> None:
     (p,) = parse_parameters(
-        {"d": {"kind": "date", "default": dt.date(2024, 1, 1), "range": [dt.date(2024, 1, 1),
-                                                                          dt.date(2024, 4, 1)],
-               "step": "month"}}
+        {
+            "d": {
+                "kind": "date",
+                "default": dt.date(2024, 1, 1),
+                "range": [dt.date(2024, 1, 1), dt.date(2024, 4, 1)],
+                "step": "month",
+            }
+        }
     )
     assert [v.isoformat() for v in p.values] == [  # type: ignore[union-attr]
-        "2024-01-01", "2024-02-01", "2024-03-01", "2024-04-01"
+        "2024-01-01",
+        "2024-02-01",
+        "2024-03-01",
+        "2024-04-01",
     ]
 
 
@@ -120,10 +128,16 @@ retrieval: named
     [
         ("", None),  # no parameters: the braces stay as they are
         ("parameters:\n  tenant: {kind: tenant, default: 1, range: [1, 5]}\n", None),
-        ("parameters:\n  tenant: {kind: tenant, default: 1, range: [1, 5]}\n"
-         "  year: {kind: year, default: 2024, range: [2022, 2025]}\n", "does not name"),
-        ("parameters:\n  tenant: {kind: tenant, default: 1, range: [1, 5]}\n"
-         "parameters_none_reason: none\n", "not both"),
+        (
+            "parameters:\n  tenant: {kind: tenant, default: 1, range: [1, 5]}\n"
+            "  year: {kind: year, default: 2024, range: [2022, 2025]}\n",
+            "does not name",
+        ),
+        (
+            "parameters:\n  tenant: {kind: tenant, default: 1, range: [1, 5]}\n"
+            "parameters_none_reason: none\n",
+            "not both",
+        ),
     ],
 )
 def test_the_loader_checks_parameters(tmp_path: Path, extra: str, problem: str | None) -> None:
@@ -238,7 +252,7 @@ def test_a_draw_that_fails_the_audit_is_redrawn(tmp_path: Path, dsns: list[str])
     assert len(three) == 2 and "2 of 3 variants" in short["p001"]  # never filled with a broken one
 
 
-# -- running on variants ----------------------------------------------------------------------------
+# -- running on variants ------------------------------------------------------------------------
 
 INNER = ["-p", "no:cacheprovider", "-p", "no:randomly", "--heron-scale=tiny"]
 

@@ -195,7 +195,9 @@ def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
             ):
                 named = set(placeholders(template))
                 if named - declared:
-                    raise ParameterError(f"{field} names undeclared {{{sorted(named - declared)[0]}}}")
+                    raise ParameterError(
+                        f"{field} names undeclared {{{sorted(named - declared)[0]}}}"
+                    )
                 if needed - named:
                     missing = sorted(needed - named)[0]
                     raise ParameterError(f"{field} does not name parameter {{{missing}}}")

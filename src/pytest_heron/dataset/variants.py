@@ -83,9 +83,7 @@ def variant_id(parent: str, seed: int, index: int) -> str:
 
 def variant_ids(questions: Sequence[GoldQuestion], seed: int, count: int) -> list[str]:
     """The ids a run on variants asks (known before any state exists)."""
-    return [
-        variant_id(q.id, seed, k) for q in questions if q.parameters for k in range(count)
-    ]
+    return [variant_id(q.id, seed, k) for q in questions if q.parameters for k in range(count)]
 
 
 def instantiate(q: GoldQuestion, values: Mapping[str, Value], vid: str) -> GoldQuestion:
@@ -196,7 +194,9 @@ def draw_question(
         if problems:
             last = "; ".join(f"{k}: {v}" for k, v in problems.items())
             continue
-        if any(compare.compare(r.rows, p.rows).equal for r, p in zip(runs, parent_runs, strict=True)):
+        if any(
+            compare.compare(r.rows, p.rows).equal for r, p in zip(runs, parent_runs, strict=True)
+        ):
             last = "the same result as the public question on a state"
             continue
         if any(_same(runs, earlier) for earlier in results):

@@ -137,6 +137,6 @@ def _variants(raw: Any, where: str) -> dict[str, int] | None:
         or raw["count"] < 1
     ):
         raise ResultsFileError(
-            f"{where}: variants must be null or {{\"seed\": S, \"count\": N}} (integers)"
+            f'{where}: variants must be null or {{"seed": S, "count": N}} (integers)'
         )
     return {"seed": raw["seed"], "count": raw["count"]}

@@ -237,6 +237,7 @@ def _verify(args: argparse.Namespace) -> int:
         progress=_say,
         questions_dir=Path(args.questions) if args.questions else None,
         replay_cache=not args.no_replay,
+        variant_endpoint=args.variant_endpoint,
     )
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
@@ -424,6 +425,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed of the extra state: auto draws one from the OS's randomness (default: auto)",
     )
     ver.add_argument("--out", help="where the verdict goes (default: FOLDER/verdict.json)")
+    ver.add_argument(
+        "--variant-endpoint",
+        help="an endpoint to run the submitted system on unseen variants at the hidden seed "
+        "(default: none; the verdict says the variant check was not run)",
+    )
     ver.add_argument("--protocol", help="the board protocol file (default: board/protocol.yaml)")
     ver.add_argument(
         "--questions", help="the question set the run used (default: the built-in set)"

@@ -40,6 +40,8 @@ class Protocol:
     prices: str
     prices_as_of: str | None
     digest: str  # 16 hex of SHA-256 over the file's bytes
+    # how far (points) public multi-state EX may exceed EX on unseen variants (board/variants_check)
+    variant_max_gap: float = 10.0
 
     def mismatches(
         self,
@@ -123,6 +125,9 @@ def parse_protocol(text: str, where: str) -> Protocol:
     if not isinstance(prices, str):
         raise ConfigError(f"{where}, field 'prices': expected a string, got {prices!r}")
     as_of = data.get("prices_as_of")
+    gap = data.get("variant_max_gap", 10.0)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 100:
+        raise ConfigError(f"{where}, field 'variant_max_gap': expected 0 to 100, got {gap!r}")
     return Protocol(
         name=data["name"],
         model=data["model"],
@@ -135,6 +140,7 @@ def parse_protocol(text: str, where: str) -> Protocol:
         prices=prices,
         prices_as_of=None if as_of is None else str(as_of),
         digest=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+        variant_max_gap=float(gap),
     )
 
 

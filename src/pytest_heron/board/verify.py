@@ -444,6 +444,7 @@ class Verdict:
     correct_hidden: dict[str, bool] = field(default_factory=dict)
     meta: dict[str, JSON] | None = None
     replay: Replay | None = None
+    variants: dict[str, JSON] | None = None  # public EX against EX on unseen variants
     versions: dict[str, JSON] = field(default_factory=dict)
     verified_at: str = ""
     format: int = VERDICT_FORMAT
@@ -664,6 +665,7 @@ def verify(
     progress: Callable[[str], None] | None = None,
     questions_dir: Path | None = None,
     replay_cache: bool = True,
+    variant_endpoint: str | None = None,
 ) -> Verdict:
     """Check, then (if the folder is sound) reproduce a submission. ``hidden_seed`` None draws
     one (:func:`draw_hidden_seed`). ``questions_dir`` is where ``questions`` came from (None:
@@ -730,6 +732,24 @@ def verify(
     else:
         verdict.replay = Replay("not attempted", "skipped (--no-replay)")
     reasons.extend(verdict.replay.reasons)
+    from pytest_heron.board.variants_check import check_variants
+
+    strategy = checked.meta.get("strategy")
+    variants = check_variants(
+        checked.conditions.adapter,
+        protocol,
+        seed,
+        figures["reproduced"].get("ex_multistate"),
+        endpoint=variant_endpoint,
+        model=checked.conditions.model,
+        strategy=strategy if isinstance(strategy, str) else None,
+        questions_dir=questions_dir,
+        backend=backend,
+        dsn=dsn,
+        progress=say,
+    )
+    verdict.variants = variants.to_json()
+    reasons.extend(variants.reasons)
     if verdict.replay.status == "confirmed":
         if verdict.replay.tokens_checked:
             for name in TOKEN_FIGURES:

@@ -205,6 +205,13 @@ def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
             gold = render(template_sql, defaults(params), sql=True)
         except ParameterError as exc:
             raise bad("parameters", str(exc)) from None
+    from pytest_heron.compare.order import unmapped_order
+
+    why = unmapped_order(gold)
+    if why is not None:
+        # order would be enforced on the whole row sequence, so an answer that orders tied rows
+        # differently would be wrong: refused in every question set, not only the built-in one
+        raise bad("gold_sql", why)
     return GoldQuestion(
         id=qid,
         question=question,

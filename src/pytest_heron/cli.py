@@ -1,5 +1,5 @@
 """The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission``, ``leaderboard``, ``site`` and ``runner``."""
+``verify-submission``, ``leaderboard``, ``site``, ``runner`` and ``variants``."""
 
 from __future__ import annotations
 
@@ -240,6 +240,7 @@ def _verify(args: argparse.Namespace) -> int:
         progress=_say,
         questions_dir=Path(args.questions) if args.questions else None,
         replay_cache=not args.no_replay,
+        variant_endpoint=args.variant_endpoint,
     )
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
@@ -299,6 +300,33 @@ def _site(args: argparse.Namespace) -> int:
     return 0
 
 
+def _variants(args: argparse.Namespace) -> int:
+    from pytest_heron.audit import draw_variants, json_lines
+    from pytest_heron.database import ensure_state
+    from pytest_heron.dataset import load_questions
+
+    questions = load_questions(None if args.questions is None else Path(args.questions))
+    if args.ids:
+        wanted = args.ids.split(",")
+        questions = [q for q in questions if q.id in wanted]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    started = time.perf_counter()
+    server = _server(args.dsn)
+    try:
+        dsns = [ensure_state(server, args.scale, s, progress=_say).admin_dsn for s in seeds]
+        variants, short = draw_variants(questions, args.seed, args.count, dsns, progress=_say)
+    finally:
+        server.stop()
+    sys.stdout.write(json_lines(variants))
+    sys.stdout.flush()
+    _say(
+        f"{len(variants)} variants of {sum(1 for q in questions if q.parameters)} parameterised"
+        f" questions, audited on {len(dsns)} states of scale {args.scale} in"
+        f" {time.perf_counter() - started:.1f} s; {len(short)} question(s) short"
+    )
+    return 1 if short else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="heron", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -330,6 +358,21 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
     check.set_defaults(func=_checksum)
+
+    var = sub.add_parser(
+        "variants",
+        help="draw audited variants of the parameterised questions from a seed (JSON lines)",
+    )
+    var.add_argument("--seed", type=int, required=True, help="the variant seed")
+    var.add_argument("--count", type=int, default=1, help="variants per question (default: 1)")
+    var.add_argument("--scale", choices=SCALES, default="tiny", help="(default: tiny)")
+    var.add_argument(
+        "--seeds", default="42,43,44", help="state seeds of the audit (default: 42,43,44)"
+    )
+    var.add_argument("--dsn", help="a server (default: the embedded server)")
+    var.add_argument("--questions", help="question folder (default: built-in)")
+    var.add_argument("--ids", help="comma-separated question ids (default: all)")
+    var.set_defaults(func=_variants)
 
     runner = sub.add_parser(
         "runner",
@@ -384,6 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed of the extra state: auto draws one from the OS's randomness (default: auto)",
     )
     ver.add_argument("--out", help="where the verdict goes (default: FOLDER/verdict.json)")
+    ver.add_argument(
+        "--variant-endpoint",
+        help="an endpoint to run the submitted system on unseen variants at the hidden seed "
+        "(default: none; the verdict says the variant check was not run)",
+    )
     ver.add_argument("--protocol", help="the board protocol file (default: board/protocol.yaml)")
     ver.add_argument(
         "--questions", help="the question set the run used (default: the built-in set)"
@@ -447,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "checksum" and args.scale and args.seed is None:
         parser.error("checksum --scale needs --seed")
+    if args.command == "variants" and not 1 <= args.count <= 100:
+        parser.error("--count must be 1 to 100")
     if args.command == "seed" and args.jobs < 1:
         parser.error("--jobs must be at least 1")
     if args.command == "seed" and args.layout == "citus" and not args.database:

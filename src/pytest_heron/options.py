@@ -205,6 +205,13 @@ OPTIONS: tuple[Option, ...] = (
         "(default: none)",
         "PATH",
     ),
+    Option(
+        "heron-variants",
+        None,
+        "ask N audited variants per parameterised question drawn at variant seed SEED instead "
+        "of the public questions (N: 1 to 100) (default: off)",
+        "SEED[:N]",
+    ),
 )
 
 
@@ -245,6 +252,7 @@ class Settings:
     save: str | None = None  # None: off; "": a name from the adapter and the commit
     compare: str | None = None  # None: off; "": the newest saved run
     compare_fail: tuple[tuple[str, float], ...] = ()
+    variants: tuple[int, int] | None = None  # (variant seed, variants per question)
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -349,6 +357,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         )
     if predictions and raw["heron-adapter"] != "file":
         raise ConfigError("--heron-predictions is read only with --heron-adapter=file")
+    variants = None
+    if raw["heron-variants"] not in (None, ""):
+        from pytest_heron.audit import parse_spec
+
+        variants = parse_spec(str(raw["heron-variants"]))
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -384,6 +397,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         save=save,
         compare=compare,
         compare_fail=compare_fail,
+        variants=variants,
     )
 
 

@@ -18,7 +18,7 @@ import datetime as dt
 import os
 import platform
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import Any
 import psycopg
 
 from pytest_heron import __version__
+from pytest_heron.audit import draw_variants, from_payload, variant_ids
 from pytest_heron.board import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.core.errors import (
     ENDPOINT_REFUSED,
@@ -93,6 +94,11 @@ class HeronRun:
         self.questions: dict[str, GoldQuestion] = {
             q.id: q for q in load_questions(settings.questions)
         }
+        # with --heron-variants the public questions are the parents; the variants replace
+        # them once the states exist (they are audited there), under ids known now
+        self.parents = dict(self.questions)
+        self.variant_short: dict[str, str] = {}
+        self.variant_values: list[dict[str, Any]] | None = None
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
         name = settings.adapter or ""
         check_extras(name)
@@ -104,7 +110,10 @@ class HeronRun:
             _importable_from(self.rootdir, Path.cwd())
         self.system: System
         if name == "file":
-            self.system = _file_system(settings, self.questions)
+            ids: Collection[str] = self.questions
+            if settings.variants is not None:
+                ids = variant_ids(list(self.questions.values()), *settings.variants)
+            self.system = _file_system(settings, ids)
         else:
             self.system = open_system(
                 name,
@@ -185,10 +194,33 @@ class HeronRun:
                 )
             )
         self.states = [st.ref() for st in built]
+        if s.variants is not None:
+            self._draw_variants(progress)
         self._check_gold()
         self.conditions = self._conditions(kind, built[0])
         if s.output is not None:
             self._open_journal()
+
+    def _draw_variants(self, progress: Callable[[str], None]) -> None:
+        """Replace the questions by their variants, drawn and audited on this run's states."""
+        assert self.settings.variants is not None
+        seed, count = self.settings.variants
+        drawn, self.variant_short = draw_variants(
+            list(self.parents.values()), seed, count, [st.admin_dsn for st in self.states]
+        )
+        if not drawn:
+            raise HeronError(
+                f"--heron-variants={seed}:{count}: no question of the set has parameters"
+            )
+        self.questions = {v.question.id: v.question for v in drawn}
+        self.variant_values = [
+            {"id": v.question.id, "parent": v.question.parent, "values": v.to_json()["parameters"]}
+            for v in drawn
+        ]
+        progress(
+            f"variants: {len(drawn)} drawn at seed {seed} ({count} per parameterised question)"
+            + (f"; {len(self.variant_short)} question(s) short" if self.variant_short else "")
+        )
 
     def _check_endpoint(self, progress: Callable[[str], None]) -> None:
         """An LLM adapter's endpoint answers and serves the model (before any state is built)."""
@@ -260,6 +292,9 @@ class HeronRun:
             protocol=None if self.protocol is None else self.protocol.name,
             protocol_digest=None if self.protocol is None else self.protocol.digest,
             adapter_isolation=self.system.isolation,
+            variants=None
+            if s.variants is None
+            else {"seed": s.variants[0], "count": s.variants[1]},
         )
 
     def _open_journal(self) -> None:
@@ -300,12 +335,16 @@ class HeronRun:
             "states": [asdict(st) for st in self.states],
             "conditions": self.conditions.to_json(),
             "resumed": self.resumed,
+            "variants": self.variant_values,
         }
 
     def load_payload(self, payload: Mapping[str, Any]) -> None:
         self.states = [StateRef(**st) for st in payload["states"]]
         self.conditions = Conditions.from_json(payload["conditions"])
         self.resumed = list(payload.get("resumed", []))
+        if payload.get("variants") is not None:
+            rebuilt = from_payload(self.parents, payload["variants"])
+            self.questions = {q.id: q for q in rebuilt}
 
     def stop(self) -> None:
         release_adapters()
@@ -408,7 +447,7 @@ class HeronRun:
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
 
 
-def _file_system(s: Settings, questions: Mapping[str, GoldQuestion]) -> System:
+def _file_system(s: Settings, questions: Collection[str]) -> System:
     """``--heron-adapter=file``: the predictions file, checked before the first question."""
     assert s.predictions is not None  # options.resolve requires it
     if s.samples != 1:

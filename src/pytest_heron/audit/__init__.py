@@ -33,3 +33,27 @@ __all__ = [
     "state_problems",
     "static_problems",
 ]
+
+from typing import TYPE_CHECKING
+
+from pytest_heron.core.door import opener
+
+# The door: what other stages may import from this one, each name loaded on first use
+# (tests/test_layers.py holds every other stage to these names).
+if TYPE_CHECKING:
+    from pytest_heron.audit.gold import run_gold as run_gold
+    from pytest_heron.audit.variants import draw_variants as draw_variants
+    from pytest_heron.audit.variants import from_payload as from_payload
+    from pytest_heron.audit.variants import json_lines as json_lines
+    from pytest_heron.audit.variants import parse_spec as parse_spec
+    from pytest_heron.audit.variants import variant_ids as variant_ids
+
+_DOOR = {
+    "draw_variants": "variants",
+    "from_payload": "variants",
+    "json_lines": "variants",
+    "parse_spec": "variants",
+    "run_gold": "gold",
+    "variant_ids": "variants",
+}
+__getattr__ = opener(globals(), _DOOR)

@@ -52,10 +52,13 @@ def limit_ties(dsn: str, sql: str) -> str | None:
     return None
 
 
-def state_problems(q: GoldQuestion, dsns: Sequence[str]) -> dict[str, str]:
-    """Problems found by running gold on every state."""
+def state_problems(
+    q: GoldQuestion, dsns: Sequence[str], runs: Sequence[ExecResult] | None = None
+) -> dict[str, str]:
+    """Problems found by running gold on every state (``runs``: gold's results there, when the
+    caller has them already)."""
     problems: dict[str, str] = {}
-    runs = [run_gold(d, q.gold_sql) for d in dsns]
+    runs = [run_gold(d, q.gold_sql) for d in dsns] if runs is None else runs
     for i, r in enumerate(runs):
         if not r.ok:
             problems["executes"] = f"state {i + 1}: {r.error}"

@@ -24,7 +24,7 @@ FIELDS = ("name", "model", "temperature", "scale", "seeds", "states", "samples",
 BUILTIN_PRICES = "builtin"
 # The verifier's own policy: it shapes no run, so its lines are left out of the digest a run
 # records (changing the policy must not turn every earlier run into a protocol mismatch).
-VERIFIER_FIELDS = ("max_gold_share_unreplayed", "adapter_isolation")
+VERIFIER_FIELDS = ("max_gold_share_unreplayed", "adapter_isolation", "variant_max_gap")
 DEFAULT_MAX_GOLD_SHARE_UNREPLAYED = 0.2
 _VERIFIER_LINE = re.compile(r"(?:" + "|".join(VERIFIER_FIELDS) + r")\s*:")
 ISOLATION_LEVELS = ("user", "namespace", "none", "not-needed")  # see systems/jail.py
@@ -63,6 +63,9 @@ class Protocol:
             f"{', '.join(self.adapter_isolation)}, the run has {level!r} (the adapter was not "
             "isolated from the harness's files: run as root, where it gets a user of its own)"
         )
+
+    # how far (points) public multi-state EX may exceed EX on unseen variants (board/variants_check)
+    variant_max_gap: float = 10.0
 
     def mismatches(
         self,
@@ -166,6 +169,9 @@ def parse_protocol(text: str, where: str) -> Protocol:
             f"{where}, field 'adapter_isolation': expected a list of "
             f"{', '.join(ISOLATION_LEVELS)}, got {isolation!r}"
         )
+    gap = data.get("variant_max_gap", 10.0)
+    if isinstance(gap, bool) or not isinstance(gap, (int, float)) or not 0 <= gap <= 100:
+        raise ConfigError(f"{where}, field 'variant_max_gap': expected 0 to 100, got {gap!r}")
     return Protocol(
         name=data["name"],
         model=data["model"],
@@ -180,6 +186,7 @@ def parse_protocol(text: str, where: str) -> Protocol:
         digest=run_digest(text),
         max_gold_share_unreplayed=float(share),
         adapter_isolation=None if isolation is None else tuple(isolation),
+        variant_max_gap=float(gap),
     )
 
 

@@ -451,6 +451,7 @@ class Verdict:
     standing: str | None = None  # "reference", "ranked" or "refused" (board.standing)
     gold_share: float | None = None  # share of sample-0 predictions that are the public gold
     gold_equal: list[str] = field(default_factory=list)  # their question ids
+    variants: dict[str, JSON] | None = None  # public EX against EX on unseen variants
     versions: dict[str, JSON] = field(default_factory=dict)
     verified_at: str = ""
     format: int = VERDICT_FORMAT
@@ -671,6 +672,7 @@ def verify(
     progress: Callable[[str], None] | None = None,
     questions_dir: Path | None = None,
     replay_cache: bool = True,
+    variant_endpoint: str | None = None,
 ) -> Verdict:
     """Check, then (if the folder is sound) reproduce a submission. ``hidden_seed`` None draws
     one (:func:`draw_hidden_seed`). ``questions_dir`` is where ``questions`` came from (None:
@@ -757,6 +759,24 @@ def verify(
             f"model transcript confirms every answer (replay {verdict.replay.status}: "
             f"{verdict.replay.detail})"[:800]
         )
+    from pytest_heron.board.variants_check import check_variants
+
+    strategy = checked.meta.get("strategy")
+    variants = check_variants(
+        checked.conditions.adapter,
+        protocol,
+        seed,
+        figures["reproduced"].get("ex_multistate"),
+        endpoint=variant_endpoint,
+        model=checked.conditions.model,
+        strategy=strategy if isinstance(strategy, str) else None,
+        questions_dir=questions_dir,
+        backend=backend,
+        dsn=dsn,
+        progress=say,
+    )
+    verdict.variants = variants.to_json()
+    reasons.extend(variants.reasons)
     if verdict.replay.status == "confirmed":
         if verdict.replay.tokens_checked:
             for name in TOKEN_FIGURES:

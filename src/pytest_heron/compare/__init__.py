@@ -166,11 +166,13 @@ from pytest_heron.core.door import opener  # noqa: E402
 if TYPE_CHECKING:
     from pytest_heron.compare.modes import set_equal as set_equal
     from pytest_heron.compare.modes import soft_f1 as soft_f1
+    from pytest_heron.compare.order import unmapped_order as unmapped_order
     from pytest_heron.compare.overlap import overlap as overlap
 
 _DOOR = {
     "overlap": "overlap",
     "set_equal": "modes",
     "soft_f1": "modes",
+    "unmapped_order": "order",
 }
 __getattr__ = opener(globals(), _DOOR)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
@@ -91,3 +93,36 @@ def _map_order_key(target: exp.Expression, projections: list[exp.Expression]) ->
             ):
                 return k
     return None
+
+
+@lru_cache(maxsize=4096)
+def unmapped_order(gold_sql: str) -> str | None:
+    """Why the top-level ORDER BY of ``gold_sql`` cannot be mapped to output columns, or None
+    (no top-level ORDER BY, every key maps, or the SQL does not parse: the audit reports that).
+    Such gold would enforce the whole row order, tied rows included, so question files refuse it.
+    """
+    try:
+        if _order_keys(gold_sql) != ():  # the usual path: one parse
+            return None
+        tree = sqlglot.parse_one(gold_sql, read="postgres")
+        if not isinstance(tree, exp.Query):
+            return None
+    except Exception:
+        return None
+    head: object = tree
+    while not isinstance(head, exp.Select):
+        head = getattr(head, "this", None)
+        if head is None or isinstance(head, str):
+            return "its top-level ORDER BY cannot be mapped to output columns"
+    if any(
+        isinstance(p, exp.Star) or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))
+        for p in head.expressions
+    ):
+        return (
+            "its top-level ORDER BY sorts a SELECT * (the output columns are not named, so the "
+            "keys cannot be mapped to them): name the output columns"
+        )
+    return (
+        "a top-level ORDER BY key is not an output column: add it to the select list (or drop "
+        "the ORDER BY if the order does not matter)"
+    )

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from pytest_heron.dataset.catalogue import parse_ddl as parse_ddl
     from pytest_heron.dataset.catalogue import split_statements as split_statements
     from pytest_heron.dataset.catalogue import statement_table as statement_table
+    from pytest_heron.dataset.params import Value as Value
+    from pytest_heron.dataset.params import defaults as defaults
+    from pytest_heron.dataset.params import draw_values as draw_values
+    from pytest_heron.dataset.params import render as render
+    from pytest_heron.dataset.params import text as text
     from pytest_heron.dataset.questions import GoldQuestion as GoldQuestion
     from pytest_heron.dataset.questions import load_questions as load_questions
     from pytest_heron.dataset.questions import questions_digest as questions_digest
@@ -19,11 +24,16 @@ if TYPE_CHECKING:
 _DOOR = {
     "GoldQuestion": "questions",
     "TableInfo": "catalogue",
+    "Value": "params",
+    "defaults": "params",
+    "draw_values": "params",
     "first_sentence": "catalogue",
     "load_questions": "questions",
     "parse_ddl": "catalogue",
     "questions_digest": "questions",
+    "render": "params",
     "split_statements": "catalogue",
     "statement_table": "catalogue",
+    "text": "params",
 }
 __getattr__ = opener(globals(), _DOOR)

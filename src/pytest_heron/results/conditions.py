@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_heron.core.errors import ResultsFileError
 from pytest_heron.core.records import JSON, RecordReader
 
 _IDENTITY = {"identity": True}
@@ -57,6 +58,8 @@ class Conditions:
     # how the adapter was kept from the harness's files: "user" (its own OS user and mount
     # namespace), "none" (the harness's user), "not-needed" (gold, file); None: not recorded
     adapter_isolation: str | None = None
+    # --heron-variants: {"seed": S, "count": N} when the run asked variants, not the public set
+    variants: dict[str, int] | None = field(default=None, metadata=_IDENTITY)
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -67,6 +70,8 @@ class Conditions:
             if not f.metadata.get("identity"):
                 continue
             value = self.to_json()[f.name]
+            if f.name == "variants" and value is None:
+                continue  # journals written before variants existed still resume
             if f.name == "adapter_conditions":
                 out.update(value)
             elif f.name == "questions_digest":
@@ -120,4 +125,22 @@ class Conditions:
             protocol=r.opt_text("protocol"),
             protocol_digest=r.opt_text("protocol_digest"),
             adapter_isolation=r.opt_text("adapter_isolation"),
+            variants=_variants(r.data.get("variants"), where),
         )
+
+
+def _variants(raw: Any, where: str) -> dict[str, int] | None:
+    """The ``variants`` record: null or {"seed": int >= 0, "count": int >= 1}."""
+    if raw is None:
+        return None
+    if (
+        not isinstance(raw, dict)
+        or sorted(raw) != ["count", "seed"]
+        or not all(isinstance(raw[k], int) and not isinstance(raw[k], bool) for k in raw)
+        or raw["seed"] < 0
+        or raw["count"] < 1
+    ):
+        raise ResultsFileError(
+            f'{where}: variants must be null or {{"seed": S, "count": N}} (integers)'
+        )
+    return {"seed": raw["seed"], "count": raw["count"]}

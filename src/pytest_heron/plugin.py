@@ -53,7 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = options.resolve(config.getoption, config.getini)
         run = HeronRun(
             settings,
-            hook=lambda n: config.hook.pytest_heron_make_adapter(config=config, name=n),
+            hook=lambda n: _make_adapter_hook(config, n),
             rootdir=config.rootpath,
         )
     except HeronError as exc:
@@ -65,6 +65,41 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(HeronPlugin(config, run), "heron-run")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(run), "heron-xdist")
+
+
+def _make_adapter_hook(config: pytest.Config, name: str) -> Any:
+    """Call the ``pytest_heron_make_adapter`` hooks; one that raises is one sentence naming the
+    file (usually a conftest.py) and line that raised, not an INTERNALERROR."""
+    try:
+        return config.hook.pytest_heron_make_adapter(config=config, name=name)
+    except Exception as exc:
+        import traceback
+
+        from pytest_heron.errors import AdapterLookupError
+
+        files = {
+            str(getattr(impl.plugin, "__file__", "") or "")
+            for impl in config.hook.pytest_heron_make_adapter.get_hookimpls()
+        }
+        where = "a pytest_heron_make_adapter hook"
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if frame.filename in files:
+                shown = _relative(frame.filename, config)
+                where = f"the pytest_heron_make_adapter hook in {shown}:{frame.lineno}"
+                break
+        raise AdapterLookupError(
+            f"{where} raised {type(exc).__name__}: {exc} (while making adapter {name!r}). "
+            "Fix that hook, or name another adapter."
+        ) from None
+
+
+def _relative(path: str, config: pytest.Config) -> str:
+    from pathlib import Path
+
+    try:
+        return str(Path(path).relative_to(config.rootpath))
+    except ValueError:
+        return path
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -156,13 +191,8 @@ class HeronPlugin:
         result = yield
         if _is_worker(self.config):
             return result
-        doc = self.run.finish()
-        minimum = self.run.settings.min_ex
-        if doc is not None and minimum is not None:
-            ex = doc.metrics.ex_multistate or 0.0
-            if ex < minimum:
-                session.testsfailed += 1
-        if self.run.compare_failures:
+        self.run.finish()
+        if self.run.gate_failures():
             session.testsfailed += 1
         return result
 
@@ -177,7 +207,9 @@ class HeronPlugin:
         ):
             session.exitstatus = pytest.ExitCode.OK
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int | pytest.ExitCode
+    ) -> None:
         if _is_worker(self.config) or self.run.results is None:
             return
         from pytest_heron.results.terminal import summary_lines
@@ -216,6 +248,33 @@ class HeronPlugin:
         self._compared(tr)
         if self.run.settings.report is not None:
             tr.write_line(f"report written to {self.run.settings.report}/report.html")
+        self._gate_verdict(tr, exitstatus)
+
+    def _gate_verdict(self, tr: Any, exitstatus: int | pytest.ExitCode) -> None:
+        """One closing line when a gate was asked for: what the exit status means. A failed
+        gate is also counted on pytest's last line (``1 heron gate failed``), so that line never
+        reads as a plain pass when the status is 1."""
+        if not self.run.settings.gated:
+            return
+        failures = self.run.gate_failures()
+        if failures:
+            tr.stats.setdefault("heron gate failed", []).append(self)
+            tr.write_line(
+                f"heron gate: FAILED ({'; '.join(failures)}); exit status 1", red=True, bold=True
+            )
+        elif int(exitstatus) == 0:
+            tr.write_line(
+                "heron gate: passed (wrong answers are counted as xfailed); exit status 0",
+                green=True,
+                bold=True,
+            )
+        else:
+            tr.write_line(
+                f"heron gate: passed, but the session failed for another reason (exit status "
+                f"{int(exitstatus)}: see the failures above)",
+                yellow=True,
+                bold=True,
+            )
 
     def _compared(self, tr: Any) -> None:
         """What --heron-save and --heron-compare did (after the summary)."""

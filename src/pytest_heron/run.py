@@ -365,7 +365,13 @@ class HeronRun:
             self.journal.close()
         if not self.outcomes or self.conditions is None:
             return None
-        conditions = replace(self.conditions, n_questions=len(self.outcomes))
+        answered = len(self.outcomes)
+        total = len(self.questions)
+        conditions = replace(
+            self.conditions,
+            n_questions=answered,
+            subset_of=total if answered < total else None,
+        )
         self.results = results_document(conditions, list(self.outcomes.values()))
         if self.settings.output is not None:
             write_results(self.settings.output, self.results)
@@ -375,6 +381,18 @@ class HeronRun:
             write_report(self.settings.report, self.results, list(self.questions.values()))
         self._save_and_compare(self.results)
         return self.results
+
+    def gate_failures(self) -> list[str]:
+        """Why the gate failed (``--heron-min-ex``, ``--heron-compare-fail``); empty when it
+        passed, when none was asked for, or before the run finished."""
+        out: list[str] = []
+        minimum = self.settings.min_ex
+        if minimum is not None and self.results is not None:
+            ex = self.results.metrics.ex_multistate or 0.0
+            if ex < minimum:
+                out.append(f"multi-state EX {ex:.1f}% is below --heron-min-ex={minimum:g}")
+        out.extend(self.compare_failures)
+        return out
 
     def _save_and_compare(self, results: Results) -> None:
         s = self.settings

@@ -54,6 +54,16 @@ class Conditions:
     machine: str | None = None
     protocol: str | None = None  # the board protocol the run claims (--heron-protocol): name
     protocol_digest: str | None = None  # ... and 16 hex of SHA-256 over its file
+    # the size of the question set when the run answered fewer (-k, -m, --lf): such a run's
+    # figures are not comparable with a full run's; None for a full run
+    subset_of: int | None = None
+
+    @property
+    def subset_note(self) -> str | None:
+        """``subset: n of N, not comparable`` for a run that answered part of its question set."""
+        if self.subset_of is None or self.n_questions is None:
+            return None
+        return f"subset: {self.n_questions} of {self.subset_of}, not comparable"
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -116,4 +126,5 @@ class Conditions:
             machine=r.opt_text("machine"),
             protocol=r.opt_text("protocol"),
             protocol_digest=r.opt_text("protocol_digest"),
+            subset_of=r.opt_integer("subset_of"),
         )

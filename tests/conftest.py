@@ -32,7 +32,7 @@ def benchmark_only(config: pytest.Config) -> bool:
     """``--heron-adapter`` (or its ini twin) without test paths: a benchmark run, not the test
     suite, which the suite's settings must leave alone."""
     adapter = config.getoption("heron_adapter", None) or config.getini("heron_adapter")
-    return bool(adapter) and not config.args_source == pytest.Config.ArgsSource.ARGS
+    return bool(adapter) and config.args_source != pytest.Config.ArgsSource.ARGS
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,8 +4,8 @@ what ``--heron-compare`` prints at the end of a session (pure: no I/O).
 :func:`compare_runs` builds a :class:`Comparison`; :meth:`Comparison.lines` is the table and the
 pairing (regressed, fixed, both right, both wrong, McNemar's exact p);
 :attr:`Comparison.mismatched` names the conditions that make the two runs' numbers not
-comparable as they stand; :meth:`Comparison.drop` is how many points a metric fell from A to B, which :func:`parse_fail` thresholds
-(``--heron-compare-fail=ex:2``) gate.
+comparable as they stand; :meth:`Comparison.drop` is how many points a metric fell from A to B,
+which :func:`parse_fail` thresholds (``--heron-compare-fail=ex:2``) gate.
 """
 
 from __future__ import annotations

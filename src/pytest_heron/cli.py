@@ -1,16 +1,18 @@
-"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission``, ``leaderboard``, ``site`` and ``runner``."""
+"""The heron command: seed, ddl, checksum, compare, recall, submit, verify-submission,
+leaderboard, site, runner and stub-llm."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_heron import __version__
 from pytest_heron.database.server import Server, embedded, from_dsn, redacted
 from pytest_heron.errors import HeronError
 from pytest_heron.generate.citus import LAYOUTS
@@ -297,8 +299,34 @@ def _site(args: argparse.Namespace) -> int:
     return 0
 
 
+DESCRIPTION = (
+    "pytest-heron's command line: seed and checksum the states, compare results files, build "
+    "the results site, make and verify submissions, serve a stub LLM endpoint. The benchmark "
+    "itself runs under pytest: pytest --heron-adapter=gold --heron-scale=tiny"
+)
+
+
+def _stub_llm(args: argparse.Namespace) -> int:
+    from pytest_heron.systems.llm.stub import STUB_MODEL, serve
+
+    stub = serve(args.host, args.port).start()
+    print(
+        f"heron stub-llm: serving {stub.url} (model {STUB_MODEL}; gold's SQL for four "
+        "questions in five, SELECT 1 for the fifth); Ctrl-C stops it",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stub.stop()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="heron", description=__doc__)
+    parser = argparse.ArgumentParser(prog="heron", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"heron {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     seed = sub.add_parser("seed", help="build one seeded database state")
@@ -335,6 +363,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runner.add_argument("--out", required=True, help="the folder to write (emptied first)")
     runner.set_defaults(func=_runner)
+
+    stub = sub.add_parser(
+        "stub-llm",
+        help="serve a deterministic OpenAI-compatible endpoint (model heron-stub) until Ctrl-C, "
+        "so the LLM adapters run without a key",
+    )
+    stub.add_argument("--port", type=int, default=8089, help="(default: 8089; 0 picks a free one)")
+    stub.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    stub.set_defaults(func=_stub_llm)
 
     cmp = sub.add_parser("compare", help="compare two results files question by question")
     cmp.add_argument("a", help="results file A")

@@ -55,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
             settings,
             hook=lambda n: _make_adapter_hook(config, n),
             rootdir=config.rootpath,
+            selecting=bool(config.option.keyword or config.option.markexpr),
         )
     except HeronError as exc:
         raise pytest.UsageError(f"pytest-heron: {exc}") from None
@@ -151,9 +152,19 @@ class HeronPlugin:
             )
         return rep
 
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        from pytest_heron.systems.isolation import FileSystem
+
+        if isinstance(self.run.system, FileSystem) and not _is_worker(config):
+            from pytest_heron.systems.predictions import missing_for
+
+            selected = [i.question.id for i in items if isinstance(i, HeronItem)]
+            problem = missing_for(self.run.system.predictions, selected)
+            if problem is not None:
+                raise pytest.UsageError(f"pytest-heron: {problem}")
         done = set(self.run.resumed)
         if not done:
             return
@@ -306,6 +317,55 @@ class HeronPlugin:
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.run.stop()  # the adapter's process (every process), the server (the controller)
+
+
+# -- the vendor kit: fixtures for a vendor's own tests (pytest_heron.kit; docs/vendor-kit.md) ---
+
+
+@pytest.fixture(scope="session")
+def heron_kit(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The states, questions and scorer behind the other heron_* fixtures (session scope)."""
+    from pytest_heron.errors import HeronError
+    from pytest_heron.kit import Kit
+
+    config = request.config
+    run = config.stash.get(RUN_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(msg: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"heron: {msg}")
+
+    try:
+        settings = options.resolve(config.getoption, config.getini)
+        kit = Kit(settings, states=run.states if run is not None else None, progress=progress)
+    except HeronError as exc:
+        pytest.fail(f"pytest-heron: {exc}", pytrace=False)
+    yield kit
+    kit.close()
+
+
+@pytest.fixture(scope="session")
+def heron_questions(heron_kit: Any) -> Any:
+    """The question set by id, as an adapter sees it (``Question``: no gold)."""
+    return heron_kit.questions
+
+
+@pytest.fixture(scope="session")
+def heron_state(heron_kit: Any) -> Any:
+    """The first seeded state: ``.dsn`` (the adapter role's, read-only), ``.database``,
+    ``.scale``, ``.seed``. Built on first use (``--heron-scale``, ``--heron-seed``)."""
+    return heron_kit.state()
+
+
+@pytest.fixture(scope="session")
+def heron_score(heron_kit: Any) -> Any:
+    """``heron_score(question, sql)``: the ``Outcome`` of ``sql`` as the answer to ``question``
+    (an id or a ``Question``) on every state; ``heron_score.explain(outcome)`` is the
+    benchmark's failure message."""
+    from pytest_heron.kit import Scorer
+
+    return Scorer(heron_kit)
 
 
 class XdistHooks:

@@ -83,7 +83,14 @@ def _package_version(name: str) -> str | None:
 
 
 class HeronRun:
-    def __init__(self, settings: Settings, hook: Hook | None, rootdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        hook: Hook | None,
+        rootdir: Path | None = None,
+        *,
+        selecting: bool = False,
+    ) -> None:
         self.settings = settings
         self.hook = hook
         self.rootdir = (rootdir or Path.cwd()).absolute()
@@ -101,7 +108,7 @@ class HeronRun:
             _importable_from(self.rootdir, Path.cwd())
         self.system: System
         if name == "file":
-            self.system = _file_system(settings, self.questions)
+            self.system = _file_system(settings, self.questions, every=not selecting)
         else:
             self.system = open_system(
                 name, hook, in_process=settings.in_process, timeout_s=settings.timeout
@@ -411,12 +418,14 @@ class HeronRun:
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
 
 
-def _file_system(s: Settings, questions: Mapping[str, GoldQuestion]) -> System:
+def _file_system(
+    s: Settings, questions: Mapping[str, GoldQuestion], *, every: bool = True
+) -> System:
     """``--heron-adapter=file``: the predictions file, checked before the first question."""
     assert s.predictions is not None  # options.resolve requires it
     if s.samples != 1:
         raise ConfigError("--heron-adapter=file has one prediction per question: --heron-samples=1")
-    return FileSystem(load_predictions(s.predictions, questions))
+    return FileSystem(load_predictions(s.predictions, questions, every=every))
 
 
 def _check_protocol(s: Settings) -> Protocol:

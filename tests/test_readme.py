@@ -34,8 +34,8 @@ FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 LANGUAGES = {"sh", "text", "sql", "python", "yaml"}
 
 PRINTF = (
-    "printf '%s\\n' '{\"id\": \"q001\", \"sql\": \"SELECT count(*) FROM orders.customers WHERE "
-    "tenant_id = 2 AND deleted_at IS NULL\"}' '{\"id\": \"q011\", \"sql\": \"SELECT 1\"}' > "
+    'printf \'%s\\n\' \'{"id": "q001", "sql": "SELECT count(*) FROM orders.customers WHERE '
+    'tenant_id = 2 AND deleted_at IS NULL"}\' \'{"id": "q011", "sql": "SELECT 1"}\' > '
     "predictions.jsonl"
 )
 # command -> the test that runs it for real (below, or elsewhere at tiny scale)
@@ -385,7 +385,8 @@ def test_the_llm_examples_run_against_the_stub(tmp_path: Path) -> None:
     code = README.split("### Adding an adapter", 1)[1].split("```python\n", 1)[1]
     (tmp_path / "mytool_adapter.py").write_text(code.split("```", 1)[0])
     with serve(port=0) as stub:
-        for prefix in ("pytest --heron-adapter=mytool_adapter", "pytest --heron-adapter=raw-llm"):
+        for tool in ("mytool_adapter:MyTool", "raw-llm"):
+            prefix = f"pytest --heron-adapter={tool} --heron-endpoint=http://127.0.0.1:8089"
             command = _documented(prefix).replace("http://127.0.0.1:8089/v1", stub.url)
             command += f" --heron-cache={tmp_path / 'llm'} -k 'q004 or q005' -p no:randomly"
             run = _shell(command, tmp_path)

@@ -201,8 +201,21 @@ def _submit(args: argparse.Namespace) -> int:
         ),
         cache=None if args.cache is None else Path(args.cache),
     )
-    _say(f"wrote {folder}; fill in every 'FILL ME IN' of submission.yaml by flag, then check it")
-    _say(f"with `heron verify-submission {folder}` and open a pull request")
+    from pytest_heron.board.submission import PLACEHOLDER
+
+    text = (folder / "submission.yaml").read_text(encoding="utf-8")
+    missing = [
+        line.split(":", 1)[0].strip()
+        for line in text.splitlines()
+        if PLACEHOLDER in line and ":" in line
+    ]
+    if missing:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in missing)
+        _say(f"wrote {folder}; {len(missing)} field(s) still say {PLACEHOLDER!r}: give {flags}")
+        _say(f"and run heron submit again, then heron verify-submission {folder}")
+    else:
+        _say(f"wrote {folder}; check it with heron verify-submission {folder}, then open a pull")
+        _say("request with the folder")
     print(folder)
     return 0
 

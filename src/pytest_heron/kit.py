@@ -79,9 +79,7 @@ class Kit:
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.gold: dict[str, GoldQuestion] = {
-            q.id: q for q in load_questions(settings.questions)
-        }
+        self.gold: dict[str, GoldQuestion] = {q.id: q for q in load_questions(settings.questions)}
         self._states = list(states or [])
         self._server: Any = None
         self._progress = progress

@@ -221,7 +221,12 @@ class HeronPlugin:
     def pytest_terminal_summary(
         self, terminalreporter: Any, exitstatus: int | pytest.ExitCode
     ) -> None:
-        if _is_worker(self.config) or self.run.results is None:
+        if _is_worker(self.config):
+            return
+        if int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
+            self._resume_hint(terminalreporter)
+            return
+        if self.run.results is None:
             return
         from pytest_heron.results.terminal import summary_lines
 
@@ -260,6 +265,23 @@ class HeronPlugin:
         if self.run.settings.report is not None:
             tr.write_line(f"report written to {self.run.settings.report}/report.html")
         self._gate_verdict(tr, exitstatus)
+
+    def _resume_hint(self, tr: Any) -> None:
+        """After Ctrl-C: how to continue (the journal beside --heron-output keeps every answer)."""
+        output = self.run.settings.output
+        if output is None:
+            tr.write_line(
+                "heron: interrupted; nothing was kept. With --heron-output=FILE every answer is "
+                "journaled, and the same command with --heron-resume continues where it stopped",
+                yellow=True,
+            )
+            return
+        done = len(self.run.outcomes)
+        tr.write_line(
+            f"heron: interrupted after {done} question(s), journaled beside {output}; run the same "
+            "command with --heron-resume to continue",
+            yellow=True,
+        )
 
     def _gate_verdict(self, tr: Any, exitstatus: int | pytest.ExitCode) -> None:
         """One closing line when a gate was asked for: what the exit status means. A failed
@@ -316,7 +338,16 @@ class HeronPlugin:
             tr.write_line(f"--heron-compare-fail={limits}: passed", green=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.run.stop()  # the adapter's process (every process), the server (the controller)
+        try:  # the adapter's process (every process), the server (the controller)
+            self.run.stop()
+        except KeyboardInterrupt:  # a second Ctrl-C while stopping: one line, no traceback
+            import sys
+
+            print(
+                "heron: interrupted while stopping; the embedded server stops when its last "
+                "user exits",
+                file=sys.stderr,
+            )
 
 
 # -- the vendor kit: fixtures for a vendor's own tests (pytest_heron.kit; docs/vendor-kit.md) ---

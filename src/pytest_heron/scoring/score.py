@@ -257,7 +257,7 @@ def _run_on_states(
     exact = similarity.exact_match(q.gold_sql, sql)
     out = dataclasses.replace(out, exact_match=exact)
     keys = compare.order_keys(q.gold_sql)
-    reasons = []
+    reasons: list[tuple[int, str]] = []
     verdicts: dict[str, bool] = {}
     set_verdicts: dict[str, bool] = {}
     superset_all = True
@@ -304,7 +304,7 @@ def _run_on_states(
             )
             first_rows = got.rows
         if not result.equal:
-            reasons.append(f"seed {state.seed}: {result.reason}")
+            reasons.append((state.seed, str(result.reason)))
     done = dataclasses.replace(
         out,
         correct=bool(states) and all(verdicts.values()),
@@ -313,9 +313,31 @@ def _run_on_states(
         correct_set=bool(states) and all(set_verdicts.values()),
         correct_set_by_state=set_verdicts,
         soft_f1=soft_f1,
-        reason="\n".join(reasons) if reasons else None,
+        reason=joined_reasons(reasons),
     )
     return done, first_rows
+
+
+def joined_reasons(reasons: list[tuple[int, str]]) -> str | None:
+    """The counterexamples by state, one line per distinct text: states that disagree with gold
+    the same way share a line (``seeds 42, 43, 44: ...``) instead of repeating it.
+
+    >>> print(joined_reasons([(42, "row counts differ"), (43, "x"), (44, "row counts differ")]))
+    seeds 42, 44: row counts differ
+    seed 43: x
+    >>> joined_reasons([]) is None
+    True
+    """
+    if not reasons:
+        return None
+    grouped: dict[str, list[int]] = {}
+    for seed, text in reasons:
+        grouped.setdefault(text, []).append(seed)
+    lines = []
+    for text, seeds in grouped.items():  # insertion order: the first state's text first
+        label = "seed" if len(seeds) == 1 else "seeds"
+        lines.append(f"{label} {', '.join(str(s) for s in seeds)}: {text}")
+    return "\n".join(lines)
 
 
 def _efficiency(

@@ -264,10 +264,10 @@ def oracle(questions: dict[str, str] | None = None) -> Responder:
         sql = "SELECT 1"
         for message in reversed(messages):
             content = message.get("content")
-            if message.get("role") == "user" and isinstance(content, str):
-                if content.strip() in answers:
-                    sql = answers[content.strip()]
-                    break
+            known = isinstance(content, str) and content.strip() in answers
+            if message.get("role") == "user" and known:
+                sql = answers[str(content).strip()]
+                break
         asked = sum(_tokens(str(m.get("content") or "")) for m in messages)
         answered = any(m.get("role") == "assistant" for m in messages)
         tools = {

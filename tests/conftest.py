@@ -43,6 +43,17 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The gold audit's closing summary (``pytest -m audit``): what test_mutant_kill_rate
+    recorded, printed whether it passed or failed (xdist sends user properties back)."""
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            for name, value in getattr(report, "user_properties", []):
+                if name == "heron_audit_summary":
+                    terminalreporter.write_sep("=", "gold audit")
+                    terminalreporter.write_line(str(value))
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     """The test session's embedded server (started once; states are built once per data

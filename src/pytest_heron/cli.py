@@ -500,7 +500,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "seed" and args.layout == "citus" and not args.database:
         parser.error(
             "--layout citus needs --database: an existing database prepared on the Citus"
-            " coordinator and every worker (see the README, section Scales)"
+            " coordinator and every worker (see docs/citus.md)"
         )
     try:
         return int(args.func(args))

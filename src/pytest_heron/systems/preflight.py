@@ -129,7 +129,8 @@ def check_options(
     if not model:
         raise ConfigError(
             f"--heron-adapter={adapter} needs --heron-model (the model to ask, e.g. "
-            "--heron-model=gpt-4o-mini; see the README's provider table)"
+            "--heron-model=gpt-4o-mini; see the provider table in docs/adapters.md, or heron-stub "
+            "with heron stub-llm)"
         )
     if not endpoint and not offline:
         raise ConfigError(

@@ -166,3 +166,43 @@ def test_the_suite_settings_leave_a_benchmark_run_in_the_clone_alone(
     assert not benchmark_only(suite)
     both = pytester.parseconfig("--heron-adapter=gold", "tests")
     assert not benchmark_only(both)
+
+
+def test_ctrl_c_says_how_to_resume(pytester: pytest.Pytester) -> None:
+    """An interrupted run with --heron-output says that --heron-resume continues it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    folder = _project(pytester)
+    log = pytester.path / "out.log"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "--heron-adapter=cli",
+                "--heron-cli-cmd=sleep 60",
+                "--heron-output=o.json",
+                f"--heron-questions={folder}",
+                *FAST,
+            ],
+            cwd=pytester.path,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        deadline = time.monotonic() + 300
+        while "collected" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        time.sleep(3)  # inside the first question's 60-second command
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    out = log.read_text()
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    assert "journaled beside" in out and "with --heron-resume to continue" in out, out[-3000:]
+    assert "Traceback" not in out.split("KeyboardInterrupt", 1)[-1]

@@ -205,10 +205,13 @@ def _env() -> dict[str, str]:
     return env
 
 
+def test_every_run_command_names_a_test_here() -> None:
+    assert set(RUN.values()) <= {name for name in globals() if name.startswith("test_")}
+
+
 def test_cheap_commands_run(tmp_path: Path) -> None:
     done = {}
-    for command in RUN:
-        assert RUN[command] == "test_cheap_commands_run"
+    for command in [c for c, test in RUN.items() if test == "test_cheap_commands_run"]:
         result = subprocess.run(
             ["bash", "-c", command],
             cwd=tmp_path,

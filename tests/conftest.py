@@ -1,10 +1,14 @@
 """Shared fixtures: a real embedded PostgreSQL 16 for the database tests.
 
 The test session never uses the user's own heron cache folder (their embedded server, seeded
-states and LLM cache): before anything else it points ``HERON_CACHE_DIR`` at a folder of its own,
+states and LLM cache): when it configures, it points ``HERON_CACHE_DIR`` at a folder of its own,
 ``$HERON_TEST_CACHE_DIR`` when set (CI may share one between runs on purpose), else
 ``pytest-heron-tests`` beside the user's heron cache. Every process the tests start (pytester
 runs, ``heron`` commands) inherits it.
+
+A benchmark run inside the clone (``pytest --heron-adapter=gold`` with no test paths) loads this
+file too, because ``testpaths`` names ``tests``: such a run is not the test suite, and this file
+then changes nothing (its cache stays ``$HERON_CACHE_DIR`` or the user's).
 """
 
 from __future__ import annotations
@@ -16,17 +20,42 @@ from pathlib import Path
 import platformdirs
 import pytest
 
+from pytest_heron.database.server import Server, embedded
+
 USER_CACHE = Path(platformdirs.user_cache_dir("pytest-heron"))  # the one the tests never touch
 TEST_CACHE = Path(
     os.environ.get("HERON_TEST_CACHE_DIR") or USER_CACHE.with_name("pytest-heron-tests")
 ).expanduser()
-os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
-# The tests' adapters live in pytester folders (mode 0700, root's) and write files there, which
-# the jailed adapter user cannot: the suite runs them as before; tests/test_adapter_isolation.py
-# turns the jail on (HERON_ADAPTER_ISOLATION, see pytest_heron/systems/jail.py).
-os.environ.setdefault("HERON_ADAPTER_ISOLATION", "none")
 
-from pytest_heron.database.server import Server, embedded  # noqa: E402  (after the cache is set)
+
+def benchmark_only(config: pytest.Config) -> bool:
+    """``--heron-adapter`` (or its ini twin) without test paths: a benchmark run, not the test
+    suite, which the suite's settings must leave alone."""
+    adapter = config.getoption("heron_adapter", None) or config.getini("heron_adapter")
+    return bool(adapter) and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return  # an xdist worker inherits the controller's environment, and its decision
+    if not benchmark_only(config):  # before the plugin's configure (which reads no cache yet)
+        os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
+        # The tests' adapters live in pytester folders (mode 0700, root's) and write files
+        # there, which the jailed adapter user cannot: the suite runs them unjailed;
+        # tests/test_adapter_isolation.py turns the jail on (see pytest_heron/systems/jail.py).
+        os.environ.setdefault("HERON_ADAPTER_ISOLATION", "none")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The gold audit's closing summary (``pytest -m audit``): what test_mutant_kill_rate
+    recorded, printed whether it passed or failed (xdist sends user properties back)."""
+    for key in ("passed", "failed"):
+        for report in terminalreporter.stats.get(key, []):
+            for name, value in getattr(report, "user_properties", []):
+                if name == "heron_audit_summary":
+                    terminalreporter.write_sep("=", "gold audit")
+                    terminalreporter.write_line(str(value))
 
 
 @pytest.fixture(scope="session")

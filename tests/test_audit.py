@@ -64,8 +64,20 @@ def test_on_states(q: GoldQuestion, scale: str, check: str, state_dsns: dict[str
     assert check not in problems, f"{q.id} at {scale} {check}: {problems[check]}"
 
 
-def test_mutant_kill_rate(mutant_results: dict[str, list[audit.MutantResult]]) -> None:
+def test_mutant_kill_rate(
+    mutant_results: dict[str, list[audit.MutantResult]], record_property: Any
+) -> None:
     rate = audit.kill_rate(mutant_results, QUESTIONS)
+    checks = len(QUESTIONS) * (len(STATIC) + len(DYNAMIC) * len(SCALES))
+    # the closing summary of `pytest -m audit` (tests/conftest.py prints it, xdist or not)
+    record_property(
+        "heron_audit_summary",
+        f"{len(QUESTIONS)} questions, {checks} checks ({len(STATIC)} static per question, "
+        f"{len(DYNAMIC)} on 3 states at each of {', '.join(SCALES)}); mutants: {rate.counted} "
+        f"counted, {rate.equivalent} equivalent; killed single-state (small/42) "
+        f"{rate.single():.1f}%, multi-state (6 states) {rate.multi():.1f}% "
+        f"(the gate: at least {MIN_KILL_RATE:g}%)",
+    )
     survivors = [
         f"{qid}: {r.description}"
         for qid, res in sorted(mutant_results.items())

@@ -94,8 +94,8 @@ def test_compare_counts_wins_losses_ties_and_mcnemar(tmp_path: Any) -> None:
     done = _heron("compare", a, b)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "A right, B wrong (wins): 6 q2 q3 q4 q5 q6 q7" in out
-    assert "B right, A wrong (losses): 0" in out and "ties (both right or both wrong): 4" in out
+    assert "regressed (A right, B wrong): 6 q2 q3 q4 q5 q6 q7" in out
+    assert "fixed (B right, A wrong): 0" in out and "both right: " in out
     assert "McNemar exact p = 0.03125" in out
     assert "[" not in out and "88.8889" not in out  # no Python reprs, no unrounded floats
     assert "multi-state EX@1" in out and "80.0%" in out and "20.0%" in out

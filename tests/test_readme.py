@@ -1,6 +1,7 @@
-"""The README's commands are test data: every shell command in it is either run here (cheaply:
-at tiny scale, or only parsed where running it would take too long or needs what a test machine
-has not) or listed in :data:`NOT_RUN` with the reason, and a new command that is neither fails.
+"""The README's commands, and those of the reference pages under docs/, are test data: every
+shell command in them is either run here (cheaply: at tiny scale, or only parsed where running it
+would take too long or needs what a test machine has not) or listed in :data:`NOT_RUN` with the
+reason, and a new command that is neither fails.
 
 Shell commands live in fenced ``sh`` blocks; every other fenced block says what it is (``text``,
 ``sql``, ``python``, ``yaml``), and the README has no indented code blocks, so nothing that looks
@@ -26,15 +27,35 @@ pytest_plugins = ["pytester"]
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
+PAGES = {path.name: path.read_text() for path in sorted((ROOT / "docs").glob("*.md"))}
+ALL = "\n".join([README, *PAGES.values()])  # the README and every reference page
 BIN = Path(sys.executable).parent
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 LANGUAGES = {"sh", "text", "sql", "python", "yaml"}
 
+PRINTF = (
+    'printf \'%s\\n\' \'{"id": "q001", "sql": "SELECT count(*) FROM orders.customers WHERE '
+    'tenant_id = 2 AND deleted_at IS NULL"}\' \'{"id": "q011", "sql": "SELECT 1"}\' > '
+    "predictions.jsonl"
+)
 # command -> the test that runs it for real (below, or elsewhere at tiny scale)
 RUN = {
     "heron ddl --layout citus > heron_citus.sql": "test_cheap_commands_run",
     "heron seed --scale tiny --seed 42": "test_cheap_commands_run",
     "heron checksum --scale tiny --seed 42": "test_cheap_commands_run",
+    PRINTF: "test_the_predictions_example_scores_a_subset",
+    (
+        "pytest --heron-adapter=file --heron-predictions=predictions.jsonl --heron-scale=tiny "
+        "-k 'q001 or q011'"
+    ): "test_the_predictions_example_scores_a_subset",
+    (
+        "pytest --heron-adapter=mytool_adapter:MyTool --heron-endpoint=http://127.0.0.1:8089/v1 "
+        "--heron-model=heron-stub --heron-scale=tiny"
+    ): "test_the_llm_examples_run_against_the_stub",
+    (
+        "pytest --heron-adapter=raw-llm --heron-endpoint=http://127.0.0.1:8089/v1 "
+        "--heron-model=heron-stub --heron-scale=tiny"
+    ): "test_the_llm_examples_run_against_the_stub",
 }
 # command -> why this test does not run it (each is parsed: test_every_command_parses)
 NOT_RUN = {
@@ -72,7 +93,16 @@ NOT_RUN = {
         "test_llm_adapters.py"
     ),
     "pytest --heron-adapter=mypkg.sql:MyAdapter --heron-save --heron-compare-fail=ex:2": (
-        "mypkg is the reader's package; the same options run in test_saved_runs.py"
+        "mypkg is the reader's package; the same options run in test_saved_runs.py and "
+        "test_first_hour.py"
+    ),
+    "pytest --heron-adapter=mypkg.sql:MyAdapter --heron-min-ex=40": (
+        "mypkg is the reader's package; the gate runs in test_first_hour.py and on "
+        "examples/vendor in test_vendor_kit.py"
+    ),
+    "heron stub-llm": (
+        "serves until Ctrl-C; the same endpoint (pytest_heron.systems.llm.stub.serve) answers "
+        "test_the_llm_examples_run_against_the_stub and test_vendor_kit.py"
     ),
     "heron seed --scale small --seed 42 --dsn postgresql://user@host/postgres --jobs 2": (
         "a placeholder server"
@@ -107,8 +137,8 @@ NOT_RUN = {
 }
 
 
-def _blocks() -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in FENCE.finditer(README)]
+def _blocks(text: str = ALL) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in FENCE.finditer(text)]
 
 
 def _commands() -> list[str]:
@@ -130,7 +160,7 @@ def _normal(command: str) -> str:
 
 def test_every_fenced_block_says_what_it_is_and_none_is_indented() -> None:
     assert {language for language, _ in _blocks()} <= LANGUAGES
-    outside = FENCE.sub("", README).splitlines()
+    outside = FENCE.sub("", ALL).splitlines()
     indented = [
         line
         for before, line in itertools.pairwise(outside)
@@ -175,10 +205,13 @@ def _env() -> dict[str, str]:
     return env
 
 
+def test_every_run_command_names_a_test_here() -> None:
+    assert set(RUN.values()) <= {name for name in globals() if name.startswith("test_")}
+
+
 def test_cheap_commands_run(tmp_path: Path) -> None:
     done = {}
-    for command in RUN:
-        assert RUN[command] == "test_cheap_commands_run"
+    for command in [c for c, test in RUN.items() if test == "test_cheap_commands_run"]:
         result = subprocess.run(
             ["bash", "-c", command],
             cwd=tmp_path,
@@ -197,7 +230,7 @@ def test_cheap_commands_run(tmp_path: Path) -> None:
 
 
 def _private_example() -> str:
-    (yaml,) = [body for language, body in _blocks() if language == "yaml"]
+    (yaml,) = [body for language, body in _blocks(PAGES["questions.md"]) if language == "yaml"]
     return yaml
 
 
@@ -287,3 +320,80 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_readme_says_how_long_the_suite_takes_and_how_to_split_it() -> None:
     assert "10-30 minutes on 2 cores" in README and "-n auto" in README
+
+
+def test_the_readme_is_short_and_links_every_reference_page() -> None:
+    """A newcomer's README: at most ~300 lines; its first screen holds the Quick start's two
+    commands and the contents list; every page under docs/ is linked from it."""
+    lines = README.splitlines()
+    assert len(lines) <= 300
+    first_screen = "\n".join(lines[:70])
+    assert all(command in first_screen for command in _quick_start())
+    assert "## Contents" in first_screen
+    for name in PAGES:
+        assert f"](docs/{name}" in README, name
+    headings = [line for line in lines if line.startswith("## ")]
+    assert headings[:4] == [
+        "## Quick start",
+        "## Contents",
+        "## Score your tool in 5 minutes",
+        "## Gate your CI",
+    ]
+
+
+def test_every_relative_link_resolves() -> None:
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+    for base, text in [(ROOT, README), *((ROOT / "docs", t) for t in PAGES.values())]:
+        for target in link.findall(text):
+            if "://" in target:
+                continue
+            assert (base / target).exists(), (base, target)
+
+
+def _shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a documented command in ``cwd``; ``pytest`` is this interpreter's."""
+    if command.startswith("pytest "):
+        command = f"{shlex.quote(sys.executable)} -m {command}"
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+
+
+def _documented(prefix: str) -> str:
+    (command,) = [c for c in _commands() if c.startswith(prefix)]
+    return command
+
+
+def test_the_predictions_example_scores_a_subset(tmp_path: Path) -> None:
+    made = _shell(_documented("printf "), tmp_path)
+    assert made.returncode == 0, made.stderr
+    run = _shell(_documented("pytest --heron-adapter=file "), tmp_path)
+    out = run.stdout
+    assert run.returncode == 1, out[-3000:] + run.stderr[-2000:]
+    assert "1 failed, 1 passed, 98 deselected" in out
+    assert "[subset: 2 of 100, not comparable] multi-state EX@1 (all 3 states): 50.0%" in out
+    assert "q011:" in out and "result differs from gold:" in out
+
+
+def test_the_llm_examples_run_against_the_stub(tmp_path: Path) -> None:
+    """The README's adapter class and the raw-llm example of docs/adapters.md, against the stub
+    of ``heron stub-llm`` (on a free port), on two questions: gold's answer, then SELECT 1."""
+    from pytest_heron.systems.llm.stub import serve
+
+    code = README.split("### Adding an adapter", 1)[1].split("```python\n", 1)[1]
+    (tmp_path / "mytool_adapter.py").write_text(code.split("```", 1)[0])
+    with serve(port=0) as stub:
+        for tool in ("mytool_adapter:MyTool", "raw-llm"):
+            prefix = f"pytest --heron-adapter={tool} --heron-endpoint=http://127.0.0.1:8089"
+            command = _documented(prefix).replace("http://127.0.0.1:8089/v1", stub.url)
+            command += f" --heron-cache={tmp_path / 'llm'} -k 'q004 or q005' -p no:randomly"
+            run = _shell(command, tmp_path)
+            assert "1 failed, 1 passed, 98 deselected" in run.stdout, (
+                run.stdout[-3000:] + run.stderr[-2000:]
+            )
+            assert "heron::q005" in run.stdout and "model=heron-stub" in run.stdout

@@ -102,8 +102,8 @@ def test_save_then_compare_and_gate_a_drop(pytester: pytest.Pytester) -> None:
         [
             "*heron compare: .heron/runs/0001_base.json (A) against this run (B)*",
             "multi-state EX@1 *100.0% *66.7%",
-            "A right, B wrong (wins): 1 v001",
-            "B right, A wrong (losses): 0",
+            "regressed (A right, B wrong): 1 v001",
+            "fixed (B right, A wrong): 0",
             "--heron-compare-fail: multi-state EX@1 fell 33.3 points (100.0 -> 66.7), more than "
             "ex:2 -> FAILED",
         ]
@@ -142,7 +142,7 @@ def test_compare_gate_under_xdist(pytester: pytest.Pytester) -> None:
         *common, "--heron-predictions=worse.jsonl", "--heron-compare-fail=ex:2", "-n", "2"
     )
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
-    worse.stdout.fnmatch_lines(["A right, B wrong (wins): 1 v001", "*fell 33.3 points*FAILED"])
+    worse.stdout.fnmatch_lines(["regressed (A right, B wrong): 1 v001", "*fell 33.3 points*FAILED"])
     saved = json.loads((pytester.path / ".heron/runs/0001_base.json").read_text())
     assert saved["saved"]["commit"] is None  # not a git repository
 

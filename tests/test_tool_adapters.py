@@ -636,7 +636,7 @@ def test_a_missing_extra_is_one_usage_error_before_the_first_question(
     assert not (pytester.path / "out.json").exists()
     err = result.stderr.str()
     assert "the vanna adapter needs the 'vanna' extra (missing: vanna)" in err
-    assert "pip install '.[vanna]' from a clone, or pip install 'pytest-heron[vanna]'" in err
+    assert "pip install 'pytest-heron[vanna]' (in a clone of pytest-heron itself" in err
 
 
 def test_doctests_of_the_tool_modules() -> None:

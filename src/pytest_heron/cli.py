@@ -1,16 +1,18 @@
-"""The ``heron`` command: ``seed``, ``ddl``, ``checksum``, ``compare``, ``recall``, ``submit``,
-``verify-submission``, ``leaderboard``, ``site``, ``runner`` and ``variants``."""
+"""The heron command: seed, ddl, checksum, compare, recall, submit, verify-submission,
+leaderboard, site, runner, variants and stub-llm."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_heron import __version__
 from pytest_heron.core.errors import HeronError
 from pytest_heron.database import Server, embedded, from_dsn, redacted
 from pytest_heron.generate import LAYOUTS
@@ -197,8 +199,21 @@ def _submit(args: argparse.Namespace) -> int:
         ),
         cache=None if args.cache is None else Path(args.cache),
     )
-    _say(f"wrote {folder}; fill in every 'FILL ME IN' of submission.yaml by flag, then check it")
-    _say(f"with `heron verify-submission {folder}` and open a pull request")
+    from pytest_heron.board import PLACEHOLDER
+
+    text = (folder / "submission.yaml").read_text(encoding="utf-8")
+    missing = [
+        line.split(":", 1)[0].strip()
+        for line in text.splitlines()
+        if PLACEHOLDER in line and ":" in line
+    ]
+    if missing:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in missing)
+        _say(f"wrote {folder}; {len(missing)} field(s) still say {PLACEHOLDER!r}: give {flags}")
+        _say(f"and run heron submit again, then heron verify-submission {folder}")
+    else:
+        _say(f"wrote {folder}; check it with heron verify-submission {folder}, then open a pull")
+        _say("request with the folder")
     print(folder)
     return 0
 
@@ -327,8 +342,34 @@ def _variants(args: argparse.Namespace) -> int:
     return 1 if short else 0
 
 
+DESCRIPTION = (
+    "pytest-heron's command line: seed and checksum the states, compare results files, build "
+    "the results site, make and verify submissions, serve a stub LLM endpoint. The benchmark "
+    "itself runs under pytest: pytest --heron-adapter=gold --heron-scale=tiny"
+)
+
+
+def _stub_llm(args: argparse.Namespace) -> int:
+    from pytest_heron.systems import STUB_MODEL, serve
+
+    stub = serve(args.host, args.port).start()
+    print(
+        f"heron stub-llm: serving {stub.url} (model {STUB_MODEL}; gold's SQL for four "
+        "questions in five, SELECT 1 for the fifth); Ctrl-C stops it",
+        flush=True,
+    )
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stub.stop()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="heron", description=__doc__)
+    parser = argparse.ArgumentParser(prog="heron", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"heron {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     seed = sub.add_parser("seed", help="build one seeded database state")
@@ -380,6 +421,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     runner.add_argument("--out", required=True, help="the folder to write (emptied first)")
     runner.set_defaults(func=_runner)
+
+    stub = sub.add_parser(
+        "stub-llm",
+        help="serve a deterministic OpenAI-compatible endpoint (model heron-stub) until Ctrl-C, "
+        "so the LLM adapters run without a key",
+    )
+    stub.add_argument("--port", type=int, default=8089, help="(default: 8089; 0 picks a free one)")
+    stub.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    stub.set_defaults(func=_stub_llm)
 
     cmp = sub.add_parser("compare", help="compare two results files question by question")
     cmp.add_argument("a", help="results file A")
@@ -502,7 +552,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "seed" and args.layout == "citus" and not args.database:
         parser.error(
             "--layout citus needs --database: an existing database prepared on the Citus"
-            " coordinator and every worker (see the README, section Scales)"
+            " coordinator and every worker (see docs/citus.md)"
         )
     try:
         return int(args.func(args))

@@ -47,12 +47,9 @@ class HeronItem(pytest.Item):
         self.outcome = self.run.answer(self.question)
         if self.outcome.correct:
             return
-        message = _failure_message(self.question, self.outcome)
-        if (
-            self.run.settings.min_ex is not None
-            and self.outcome.error_kind is not ErrorKind.INFRA_CRASH
-        ):
-            pytest.xfail(message)  # with a threshold, the session's EX decides the exit status
+        message = failure_message(self.question, self.outcome)
+        if self.run.settings.gated and self.outcome.error_kind is not ErrorKind.INFRA_CRASH:
+            pytest.xfail(message)  # with a gate, the gate decides the exit status
         raise QuestionFailed(message)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
@@ -64,7 +61,7 @@ class HeronItem(pytest.Item):
         return self.path, None, f"heron question {self.question.id} ({self.question.source})"
 
 
-def _failure_message(q: GoldQuestion, out: Outcome) -> str:
+def failure_message(q: GoldQuestion, out: Outcome) -> str:
     """The whole failure report: the question, the predicted SQL, the error, the difference.
     What the system under test wrote is shown with its control characters escaped."""
     lines = [f"{q.id}: {q.question}"]

@@ -258,6 +258,12 @@ class Settings:
     def seeds(self) -> tuple[int, ...]:
         return tuple(range(self.seed, self.seed + self.states))
 
+    @property
+    def gated(self) -> bool:
+        """A gate decides the exit status (``--heron-min-ex``, ``--heron-compare-fail``): wrong
+        answers are then expected failures (xfail), not failed tests."""
+        return self.min_ex is not None or bool(self.compare_fail)
+
 
 def register(parser: Any) -> None:
     """Add the option group and the ini twins to a pytest parser."""
@@ -362,6 +368,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         from pytest_heron.audit import parse_spec
 
         variants = parse_spec(str(raw["heron-variants"]))
+    if raw["heron-adapter"] == "cli" and not raw["heron-cli-cmd"]:
+        raise ConfigError(
+            "--heron-adapter=cli needs the command to run: add --heron-cli-cmd='mytool --json' "
+            "(it gets each question as JSON on stdin and prints SQL)"
+        )
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(

@@ -53,8 +53,9 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = options.resolve(config.getoption, config.getini)
         run = HeronRun(
             settings,
-            hook=lambda n: config.hook.pytest_heron_make_adapter(config=config, name=n),
+            hook=lambda n: _make_adapter_hook(config, n),
             rootdir=config.rootpath,
+            selecting=bool(config.option.keyword or config.option.markexpr),
         )
     except HeronError as exc:
         raise pytest.UsageError(f"pytest-heron: {exc}") from None
@@ -65,6 +66,41 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(HeronPlugin(config, run), "heron-run")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(run), "heron-xdist")
+
+
+def _make_adapter_hook(config: pytest.Config, name: str) -> Any:
+    """Call the ``pytest_heron_make_adapter`` hooks; one that raises is one sentence naming the
+    file (usually a conftest.py) and line that raised, not an INTERNALERROR."""
+    try:
+        return config.hook.pytest_heron_make_adapter(config=config, name=name)
+    except Exception as exc:
+        import traceback
+
+        from pytest_heron.core.errors import AdapterLookupError
+
+        files = {
+            str(getattr(impl.plugin, "__file__", "") or "")
+            for impl in config.hook.pytest_heron_make_adapter.get_hookimpls()
+        }
+        where = "a pytest_heron_make_adapter hook"
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if frame.filename in files:
+                shown = _relative(frame.filename, config)
+                where = f"the pytest_heron_make_adapter hook in {shown}:{frame.lineno}"
+                break
+        raise AdapterLookupError(
+            f"{where} raised {type(exc).__name__}: {exc} (while making adapter {name!r}). "
+            "Fix that hook, or name another adapter."
+        ) from None
+
+
+def _relative(path: str, config: pytest.Config) -> str:
+    from pathlib import Path
+
+    try:
+        return str(Path(path).relative_to(config.rootpath))
+    except ValueError:
+        return path
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -116,9 +152,19 @@ class HeronPlugin:
             )
         return rep
 
+    @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(
         self, config: pytest.Config, items: list[pytest.Item]
     ) -> None:
+        from pytest_heron.systems import FileSystem
+
+        if isinstance(self.run.system, FileSystem) and not _is_worker(config):
+            from pytest_heron.systems import missing_for
+
+            selected = [i.question.id for i in items if isinstance(i, HeronItem)]
+            problem = missing_for(self.run.system.predictions, selected)
+            if problem is not None:
+                raise pytest.UsageError(f"pytest-heron: {problem}")
         done = set(self.run.resumed)
         if not done:
             return
@@ -156,13 +202,8 @@ class HeronPlugin:
         result = yield
         if _is_worker(self.config):
             return result
-        doc = self.run.finish()
-        minimum = self.run.settings.min_ex
-        if doc is not None and minimum is not None:
-            ex = doc.metrics.ex_multistate or 0.0
-            if ex < minimum:
-                session.testsfailed += 1
-        if self.run.compare_failures:
+        self.run.finish()
+        if self.run.gate_failures():
             session.testsfailed += 1
         return result
 
@@ -177,8 +218,15 @@ class HeronPlugin:
         ):
             session.exitstatus = pytest.ExitCode.OK
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if _is_worker(self.config) or self.run.results is None:
+    def pytest_terminal_summary(
+        self, terminalreporter: Any, exitstatus: int | pytest.ExitCode
+    ) -> None:
+        if _is_worker(self.config):
+            return
+        if int(exitstatus) == int(pytest.ExitCode.INTERRUPTED):
+            self._resume_hint(terminalreporter)
+            return
+        if self.run.results is None:
             return
         from pytest_heron.results import summary_lines
 
@@ -216,6 +264,50 @@ class HeronPlugin:
         self._compared(tr)
         if self.run.settings.report is not None:
             tr.write_line(f"report written to {self.run.settings.report}/report.html")
+        self._gate_verdict(tr, exitstatus)
+
+    def _resume_hint(self, tr: Any) -> None:
+        """After Ctrl-C: how to continue (the journal beside --heron-output keeps every answer)."""
+        output = self.run.settings.output
+        if output is None:
+            tr.write_line(
+                "heron: interrupted; nothing was kept. With --heron-output=FILE every answer is "
+                "journaled, and the same command with --heron-resume continues where it stopped",
+                yellow=True,
+            )
+            return
+        done = len(self.run.outcomes)
+        tr.write_line(
+            f"heron: interrupted after {done} question(s), journaled beside {output}; run the same "
+            "command with --heron-resume to continue",
+            yellow=True,
+        )
+
+    def _gate_verdict(self, tr: Any, exitstatus: int | pytest.ExitCode) -> None:
+        """One closing line when a gate was asked for: what the exit status means. A failed
+        gate is also counted on pytest's last line (``1 heron gate failed``), so that line never
+        reads as a plain pass when the status is 1."""
+        if not self.run.settings.gated:
+            return
+        failures = self.run.gate_failures()
+        if failures:
+            tr.stats.setdefault("heron gate failed", []).append(self)
+            tr.write_line(
+                f"heron gate: FAILED ({'; '.join(failures)}); exit status 1", red=True, bold=True
+            )
+        elif int(exitstatus) == 0:
+            tr.write_line(
+                "heron gate: passed (wrong answers are counted as xfailed); exit status 0",
+                green=True,
+                bold=True,
+            )
+        else:
+            tr.write_line(
+                f"heron gate: passed, but the session failed for another reason (exit status "
+                f"{int(exitstatus)}: see the failures above)",
+                yellow=True,
+                bold=True,
+            )
 
     def _compared(self, tr: Any) -> None:
         """What --heron-save and --heron-compare did (after the summary)."""
@@ -246,7 +338,65 @@ class HeronPlugin:
             tr.write_line(f"--heron-compare-fail={limits}: passed", green=True)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.run.stop()  # the adapter's process (every process), the server (the controller)
+        try:  # the adapter's process (every process), the server (the controller)
+            self.run.stop()
+        except KeyboardInterrupt:  # a second Ctrl-C while stopping: one line, no traceback
+            import sys
+
+            print(
+                "heron: interrupted while stopping; the embedded server stops when its last "
+                "user exits",
+                file=sys.stderr,
+            )
+
+
+# -- the vendor kit: fixtures for a vendor's own tests (pytest_heron.kit; docs/vendor-kit.md) ---
+
+
+@pytest.fixture(scope="session")
+def heron_kit(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The states, questions and scorer behind the other heron_* fixtures (session scope)."""
+    from pytest_heron.core.errors import HeronError
+    from pytest_heron.kit import Kit
+
+    config = request.config
+    run = config.stash.get(RUN_KEY, None)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(msg: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"heron: {msg}")
+
+    try:
+        settings = options.resolve(config.getoption, config.getini)
+        kit = Kit(settings, states=run.states if run is not None else None, progress=progress)
+    except HeronError as exc:
+        pytest.fail(f"pytest-heron: {exc}", pytrace=False)
+    yield kit
+    kit.close()
+
+
+@pytest.fixture(scope="session")
+def heron_questions(heron_kit: Any) -> Any:
+    """The question set by id, as an adapter sees it (``Question``: no gold)."""
+    return heron_kit.questions
+
+
+@pytest.fixture(scope="session")
+def heron_state(heron_kit: Any) -> Any:
+    """The first seeded state: ``.dsn`` (the adapter role's, read-only), ``.database``,
+    ``.scale``, ``.seed``. Built on first use (``--heron-scale``, ``--heron-seed``)."""
+    return heron_kit.state()
+
+
+@pytest.fixture(scope="session")
+def heron_score(heron_kit: Any) -> Any:
+    """``heron_score(question, sql)``: the ``Outcome`` of ``sql`` as the answer to ``question``
+    (an id or a ``Question``) on every state; ``heron_score.explain(outcome)`` is the
+    benchmark's failure message."""
+    from pytest_heron.kit import Scorer
+
+    return Scorer(heron_kit)
 
 
 class XdistHooks:

@@ -87,7 +87,14 @@ def _package_version(name: str) -> str | None:
 
 
 class HeronRun:
-    def __init__(self, settings: Settings, hook: Hook | None, rootdir: Path | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        hook: Hook | None,
+        rootdir: Path | None = None,
+        *,
+        selecting: bool = False,
+    ) -> None:
         self.settings = settings
         self.hook = hook
         self.rootdir = (rootdir or Path.cwd()).absolute()
@@ -113,7 +120,7 @@ class HeronRun:
             ids: Collection[str] = self.questions
             if settings.variants is not None:
                 ids = variant_ids(list(self.questions.values()), *settings.variants)
-            self.system = _file_system(settings, ids)
+            self.system = _file_system(settings, ids, every=not selecting)
         else:
             self.system = open_system(
                 name,
@@ -419,7 +426,13 @@ class HeronRun:
             self.journal.close()
         if not self.outcomes or self.conditions is None:
             return None
-        conditions = replace(self.conditions, n_questions=len(self.outcomes))
+        answered = len(self.outcomes)
+        total = len(self.questions)
+        conditions = replace(
+            self.conditions,
+            n_questions=answered,
+            subset_of=total if answered < total else None,
+        )
         self.results = results_document(conditions, list(self.outcomes.values()))
         if self.settings.output is not None:
             write_results(self.settings.output, self.results)
@@ -429,6 +442,18 @@ class HeronRun:
             write_report(self.settings.report, self.results, list(self.questions.values()))
         self._save_and_compare(self.results)
         return self.results
+
+    def gate_failures(self) -> list[str]:
+        """Why the gate failed (``--heron-min-ex``, ``--heron-compare-fail``); empty when it
+        passed, when none was asked for, or before the run finished."""
+        out: list[str] = []
+        minimum = self.settings.min_ex
+        if minimum is not None and self.results is not None:
+            ex = self.results.metrics.ex_multistate or 0.0
+            if ex < minimum:
+                out.append(f"multi-state EX {ex:.1f}% is below --heron-min-ex={minimum:g}")
+        out.extend(self.compare_failures)
+        return out
 
     def _save_and_compare(self, results: Results) -> None:
         s = self.settings
@@ -447,12 +472,12 @@ class HeronRun:
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
 
 
-def _file_system(s: Settings, questions: Collection[str]) -> System:
+def _file_system(s: Settings, questions: Collection[str], *, every: bool = True) -> System:
     """``--heron-adapter=file``: the predictions file, checked before the first question."""
     assert s.predictions is not None  # options.resolve requires it
     if s.samples != 1:
         raise ConfigError("--heron-adapter=file has one prediction per question: --heron-samples=1")
-    return FileSystem(load_predictions(s.predictions, questions))
+    return FileSystem(load_predictions(s.predictions, questions, every=every))
 
 
 def _check_protocol(s: Settings) -> Protocol:

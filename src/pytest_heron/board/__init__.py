@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pytest_heron.board.protocol import Protocol as Protocol
     from pytest_heron.board.protocol import default_protocol_path as default_protocol_path
     from pytest_heron.board.protocol import load_protocol as load_protocol
+    from pytest_heron.board.submission import PLACEHOLDER as PLACEHOLDER
     from pytest_heron.board.submission import VERDICT as VERDICT
     from pytest_heron.board.submission import About as About
     from pytest_heron.board.submission import write_submission as write_submission
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 _DOOR = {
     "About": "submission",
     "BUILTIN_PRICES": "protocol",
+    "PLACEHOLDER": "submission",
     "Protocol": "protocol",
     "VERDICT": "submission",
     "build_board": "leaderboard",

@@ -267,8 +267,28 @@ def from_dsn(dsn: str) -> Server:
         raise BackendError(f"--heron-dsn is not a valid connection string: {exc}") from None
     params.setdefault("dbname", "postgres")
     params["client_encoding"] = CLIENT_ENCODING
-    params["client_encoding"] = CLIENT_ENCODING
-    return Server("dsn", make_conninfo(**{k: str(v) for k, v in params.items() if v is not None}))
+    conninfo = make_conninfo(**{k: str(v) for k, v in params.items() if v is not None})
+    _reachable(conninfo, params)
+    return Server("dsn", conninfo)
+
+
+def _reachable(conninfo: str, params: dict[str, Any]) -> None:
+    """One connection before any work, so a server that is not there is one sentence (naming
+    where it was looked for, never the password) rather than a traceback later."""
+    import psycopg
+
+    try:
+        psycopg.connect(make_conninfo(conninfo, connect_timeout="10")).close()
+    except psycopg.Error as exc:
+        where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+        user = params.get("user")
+        first = (str(exc).strip().splitlines() or ["no reason given"])[-1].strip()
+        raise BackendError(
+            f"--heron-dsn: cannot connect to {where}"
+            + (f" as {user}" if user else "")
+            + f" ({first}). Start that server or fix the DSN (host, port, user, password), "
+            "or leave --heron-dsn and HERON_DSN out to use the embedded server."
+        ) from None
 
 
 def choose(kind: str, dsn: str | None) -> str:

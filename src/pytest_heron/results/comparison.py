@@ -2,10 +2,10 @@
 what ``--heron-compare`` prints at the end of a session (pure: no I/O).
 
 :func:`compare_runs` builds a :class:`Comparison`; :meth:`Comparison.lines` is the table and the
-pairing (wins, losses, ties, McNemar's exact p); :attr:`Comparison.mismatched` names the
-conditions that make the two runs' numbers not comparable as they stand; :meth:`Comparison.drop`
-is how many points a metric fell from A to B, which :func:`parse_fail` thresholds
-(``--heron-compare-fail=ex:2``) gate.
+pairing (regressed, fixed, both right, both wrong, McNemar's exact p);
+:attr:`Comparison.mismatched` names the conditions that make the two runs' numbers not
+comparable as they stand; :meth:`Comparison.drop` is how many points a metric fell from A to B,
+which :func:`parse_fail` thresholds (``--heron-compare-fail=ex:2``) gate.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class Comparison:
     b_name: str
     mismatched: tuple[str, ...]  # conditions that differ (scale, seeds, data version, ...)
     common: tuple[str, ...]  # question ids in both
-    wins: tuple[str, ...]  # A right, B wrong
-    losses: tuple[str, ...]  # B right, A wrong
+    wins: tuple[str, ...]  # A right, B wrong: "regressed" when B is the newer run
+    losses: tuple[str, ...]  # B right, A wrong: "fixed"
 
     def lines(self) -> list[str]:
         first, second = self.a, self.b
@@ -59,7 +59,10 @@ class Comparison:
 
         only_a = len({o.id for o in first.outcomes} - set(self.common))
         only_b = len({o.id for o in second.outcomes} - set(self.common))
-        ties = len(self.common) - len(self.wins) - len(self.losses)
+        ca = {o.id: o.correct for o in first.outcomes}
+        both_wrong = [q for q in self.common if not ca[q] and q not in self.losses]
+        both_wrong = [q for q in both_wrong if q not in self.wins]
+        both_right = len(self.common) - len(self.wins) - len(self.losses) - len(both_wrong)
         return [
             row("", lambda r: "A" if r is first else "B"),
             row("file", lambda r: self.a_name if r is first else self.b_name),
@@ -78,9 +81,10 @@ class Comparison:
             row("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"),
             "",
             f"questions compared: {len(self.common)} (only in A: {only_a}, only in B: {only_b})",
-            f"A right, B wrong (wins): {len(self.wins)} {' '.join(self.wins)}".rstrip(),
-            f"B right, A wrong (losses): {len(self.losses)} {' '.join(self.losses)}".rstrip(),
-            f"ties (both right or both wrong): {ties}",
+            f"regressed (A right, B wrong): {len(self.wins)} {' '.join(self.wins)}".rstrip(),
+            f"fixed (B right, A wrong): {len(self.losses)} {' '.join(self.losses)}".rstrip(),
+            f"both right: {both_right}",
+            f"both wrong: {len(both_wrong)} {' '.join(both_wrong)}".rstrip(),
             f"McNemar exact p = {mcnemar_exact(len(self.wins), len(self.losses)):.4g}",
         ]
 

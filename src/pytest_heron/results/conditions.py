@@ -60,6 +60,16 @@ class Conditions:
     adapter_isolation: str | None = None
     # --heron-variants: {"seed": S, "count": N} when the run asked variants, not the public set
     variants: dict[str, int] | None = field(default=None, metadata=_IDENTITY)
+    # the size of the question set when the run answered fewer (-k, -m, --lf): such a run's
+    # figures are not comparable with a full run's; None for a full run
+    subset_of: int | None = None
+
+    @property
+    def subset_note(self) -> str | None:
+        """``subset: n of N, not comparable`` for a run that answered part of its question set."""
+        if self.subset_of is None or self.n_questions is None:
+            return None
+        return f"subset: {self.n_questions} of {self.subset_of}, not comparable"
 
     def fingerprint(self) -> dict[str, JSON]:
         """What must be equal for a journal to be resumed. The adapter's own conditions are
@@ -126,6 +136,7 @@ class Conditions:
             protocol_digest=r.opt_text("protocol_digest"),
             adapter_isolation=r.opt_text("adapter_isolation"),
             variants=_variants(r.data.get("variants"), where),
+            subset_of=r.opt_integer("subset_of"),
         )
 
 

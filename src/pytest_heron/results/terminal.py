@@ -39,7 +39,8 @@ def conditions_line(c: Conditions) -> str:
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
-        f" backend={c.backend} postgres={c.postgres_version}"
+        + (f" ({c.subset_note})" if c.subset_note else "")
+        + f" backend={c.backend} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
 
@@ -134,9 +135,10 @@ def summary_lines(results: Results) -> list[str]:
     c, m = results.conditions, results.metrics
     n = len(results.outcomes)
     first = c.seeds[0] if c.seeds else "?"
+    subset = f"[{c.subset_note}] " if c.subset_note else ""
     lines = [
         conditions_line(c),
-        f"multi-state EX@1 (all {c.states} states): {_fmt(m.ex_multistate)}   "
+        f"{subset}multi-state EX@1 (all {c.states} states): {_fmt(m.ex_multistate)}   "
         f"EX@1 (seed {first} only): {_fmt(m.ex1)}   "
         f"errors: {m.errors}/{n}   Set-Recall: {_fmt(m.set_recall)}   "
         f"latency median/p90: {_fmt(m.latency_s_median, 's')}/"

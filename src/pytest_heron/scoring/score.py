@@ -258,7 +258,8 @@ def _run_on_states(
     exact = exact_match(q.gold_sql, sql)
     out = dataclasses.replace(out, exact_match=exact)
     keys = compare.order_keys(q.gold_sql)
-    reasons = []
+    reasons: list[tuple[int, str]] = []
+    side: str | None = None  # the first rows of gold and the prediction, on the first wrong state
     verdicts: dict[str, bool] = {}
     set_verdicts: dict[str, bool] = {}
     superset_all = True
@@ -306,7 +307,12 @@ def _run_on_states(
             )
             first_rows = got.rows
         if not result.equal:
-            reasons.append(f"seed {state.seed}: {result.reason}")
+            reasons.append((state.seed, str(result.reason)))
+            if side is None:
+                try:  # a display aid: never the reason a question fails to score
+                    side = rows_side_by_side(gold_rows[state.seed], got.rows, state.seed)
+                except Exception:
+                    side = ""
         elif not (timed and i == 0) and not unstable:
             again = sandbox.execute(state.reader_dsn, sql, timeout_s=statement_timeout)
             if not again.ok or not compare.compare(got.rows, again.rows).equal:
@@ -322,7 +328,7 @@ def _run_on_states(
         correct_set=bool(states) and all(set_verdicts.values()),
         correct_set_by_state=set_verdicts,
         soft_f1=soft_f1,
-        reason="\n".join(reasons) if reasons else None,
+        reason=None if not reasons else "\n".join(filter(None, [joined_reasons(reasons), side])),
     )
     if states:
         flagged = volatile_reason(sql, server_volatile_names(states[0].admin_dsn))
@@ -331,6 +337,65 @@ def _run_on_states(
     if unstable:
         done = volatile(done, "\n".join(unstable))
     return done, first_rows
+
+
+SHOWN_ROWS = 3
+ROW_TEXT = 60
+GOLD_SCANNED = 10_000  # gold rows looked through to mark a predicted row as not in gold
+
+
+def _row_text(row: Any) -> str:
+    text = repr(tuple(row))
+    return text if len(text) <= ROW_TEXT else text[: ROW_TEXT - 3] + "..."
+
+
+def rows_side_by_side(gold: Sequence[Any], predicted: Sequence[Any], seed: int) -> str:
+    """Gold's first rows beside the prediction's, on one state; a predicted row that is not one
+    of gold's rows as written is marked ``≠`` (columns in another order are not recognised).
+
+    >>> print(rows_side_by_side([(1, "a"), (2, "b")], [(1, "a"), (3, "c"), (4, "d")], 42))
+    first rows on seed 42 (gold 2 rows | predicted 3 rows):
+        (1, 'a') | = (1, 'a')
+        (2, 'b') | ≠ (3, 'c')
+                 | ≠ (4, 'd')
+    """
+    known = {repr(tuple(r)) for r in list(gold[:GOLD_SCANNED])}
+    left = [_row_text(r) for r in list(gold[:SHOWN_ROWS])]
+    right = [
+        ("= " if repr(tuple(r)) in known else "≠ ") + _row_text(r)
+        for r in list(predicted[:SHOWN_ROWS])
+    ]
+    width = max([len(t) for t in left] + [8])
+    lines = [
+        f"first rows on seed {seed} (gold {len(gold)} rows | predicted {len(predicted)} rows):"
+    ]
+    for i in range(max(len(left), len(right), 1)):
+        a = left[i] if i < len(left) else ("(none)" if not left and i == 0 else "")
+        b = right[i] if i < len(right) else ("(none)" if not right and i == 0 else "")
+        lines.append(f"    {a:<{width}} | {b}".rstrip())
+    return "\n".join(lines)
+
+
+def joined_reasons(reasons: list[tuple[int, str]]) -> str | None:
+    """The counterexamples by state, one line per distinct text: states that disagree with gold
+    the same way share a line (``seeds 42, 43, 44: ...``) instead of repeating it.
+
+    >>> print(joined_reasons([(42, "row counts differ"), (43, "x"), (44, "row counts differ")]))
+    seeds 42, 44: row counts differ
+    seed 43: x
+    >>> joined_reasons([]) is None
+    True
+    """
+    if not reasons:
+        return None
+    grouped: dict[str, list[int]] = {}
+    for seed, text in reasons:
+        grouped.setdefault(text, []).append(seed)
+    lines = []
+    for text, seeds in grouped.items():  # insertion order: the first state's text first
+        label = "seed" if len(seeds) == 1 else "seeds"
+        lines.append(f"{label} {', '.join(str(s) for s in seeds)}: {text}")
+    return "\n".join(lines)
 
 
 def _efficiency(

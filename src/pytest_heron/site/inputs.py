@@ -179,7 +179,7 @@ def read_board(folder: Path) -> Board:
     for i, raw in enumerate(unverified_raw):
         r = RecordReader(raw, f"{path}, unverified[{i}]")
         unverified.append((r.text("name"), r.text("why", default="")))
-    return Board(str(path), tuple(rows), tuple(rejected), tuple(unverified))
+    return Board(published_name(path), tuple(rows), tuple(rejected), tuple(unverified))
 
 
 def run_files(paths: Sequence[Path]) -> list[Path]:
@@ -218,12 +218,22 @@ def slug_for(path: Path, taken: set[str]) -> str:
     return slug
 
 
+def published_name(path: Path) -> str:
+    """How a published page names an input file: its folder's name and its own
+    (``board/leaderboard.json``), never the machine's absolute path.
+
+    >>> published_name(Path("/home/me/clone/board/leaderboard.json"))
+    'board/leaderboard.json'
+    """
+    return f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+
+
 def read_runs(paths: Sequence[Path]) -> list[Run]:
     """Every results file named by ``--runs``, checked (the first bad one is the error)."""
     taken: set[str] = set()
     runs = []
     for path in run_files(paths):
-        runs.append(Run(slug_for(path, taken), str(path), read_results(path)))
+        runs.append(Run(slug_for(path, taken), published_name(path), read_results(path)))
     return runs
 
 

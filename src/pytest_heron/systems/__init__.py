@@ -38,7 +38,10 @@ if TYPE_CHECKING:
     from pytest_heron.systems.llm.cache import endpoint_id as endpoint_id
     from pytest_heron.systems.llm.client import DEFAULT_MAX_TOKENS as DEFAULT_MAX_TOKENS
     from pytest_heron.systems.llm.client import api_key as api_key
+    from pytest_heron.systems.llm.stub import STUB_MODEL as STUB_MODEL
+    from pytest_heron.systems.llm.stub import serve as serve
     from pytest_heron.systems.predictions import load_predictions as load_predictions
+    from pytest_heron.systems.predictions import missing_for as missing_for
     from pytest_heron.systems.preflight import NEEDS as NEEDS
     from pytest_heron.systems.preflight import asks_a_model as asks_a_model
     from pytest_heron.systems.preflight import check_declared as check_declared
@@ -71,6 +74,7 @@ _DOOR = {
     "Ranker": "retrieval.rankers",
     "ResponseCache": "llm.cache",
     "STRATEGIES": "raw_llm",
+    "STUB_MODEL": "llm.stub",
     "System": "isolation",
     "TOOLS": "agent",
     "api_key": "llm.client",
@@ -85,8 +89,10 @@ _DOOR = {
     "endpoint_id": "llm.cache",
     "known_adapters": "registry",
     "load_predictions": "predictions",
+    "missing_for": "predictions",
     "open_system": "isolation",
     "ranker": "retrieval.rankers",
+    "serve": "llm.stub",
     "table_docs": "retrieval.rankers",
     "to_prediction": "registry",
 }

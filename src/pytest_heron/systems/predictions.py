@@ -61,9 +61,13 @@ def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None
     return None
 
 
-def load_predictions(path: Path, question_ids: Collection[str]) -> PredictionFile:
+def load_predictions(
+    path: Path, question_ids: Collection[str], *, every: bool = True
+) -> PredictionFile:
     """Read and check ``path`` against the run's question ids; ConfigError listing every
-    problem (see the module docstring)."""
+    problem (see the module docstring). With ``every=False`` (a run narrowed by ``-k`` or
+    ``-m``) questions without a line are allowed here; the plugin then checks the selected
+    ones (:func:`missing_for`)."""
     where = f"--heron-predictions {path}"
     try:
         if not path.is_file():
@@ -101,7 +105,7 @@ def load_predictions(path: Path, question_ids: Collection[str]) -> PredictionFil
         if value.get("tables") is not None:
             tables[value["id"]] = list(value["tables"])
     missing = sorted(q for q in question_ids if q not in sql and q not in first_line)
-    if missing:
+    if missing and every:
         shown = ", ".join(missing[:MAX_PROBLEMS]) + (
             f" and {len(missing) - MAX_PROBLEMS} more" if len(missing) > MAX_PROBLEMS else ""
         )
@@ -114,3 +118,18 @@ def load_predictions(path: Path, question_ids: Collection[str]) -> PredictionFil
             '{"id": "q001", "sql": "SELECT ..."}, for every question of the set'
         )
     return PredictionFile(path, hashlib.sha256(data).hexdigest(), sql, tables)
+
+
+def missing_for(predictions: PredictionFile, selected: Collection[str]) -> str | None:
+    """The usage error for selected questions the file has no line for; None when it has all."""
+    missing = sorted(q for q in selected if q not in predictions.sql)
+    if not missing:
+        return None
+    shown = ", ".join(missing[:MAX_PROBLEMS]) + (
+        f" and {len(missing) - MAX_PROBLEMS} more" if len(missing) > MAX_PROBLEMS else ""
+    )
+    return (
+        f"--heron-predictions {predictions.path}: no prediction for {len(missing)} selected "
+        f"question(s): {shown}. Add their lines, or narrow the selection (-k, -m) to the "
+        "questions the file answers"
+    )

@@ -62,8 +62,12 @@ NEEDS: dict[str, Needs] = {
 
 
 def install_hint(extra: str) -> str:
-    """The two ways to install an extra: from a clone, and from the package index."""
-    return f"pip install '.[{extra}]' from a clone, or pip install 'pytest-heron[{extra}]'"
+    """How to install an extra: the package's name first (it works from any project, a vendor's
+    included, where ``'.[extra]'`` would install the vendor's own package), a clone second."""
+    return (
+        f"pip install 'pytest-heron[{extra}]' (in a clone of pytest-heron itself: "
+        f"pip install -e '.[{extra}]')"
+    )
 
 
 def missing_modules(modules: Sequence[str]) -> list[str]:
@@ -125,7 +129,8 @@ def check_options(
     if not model:
         raise ConfigError(
             f"--heron-adapter={adapter} needs --heron-model (the model to ask, e.g. "
-            "--heron-model=gpt-4o-mini; see the README's provider table)"
+            "--heron-model=gpt-4o-mini; see the provider table in docs/adapters.md, or heron-stub "
+            "with heron stub-llm)"
         )
     if not endpoint and not offline:
         raise ConfigError(

@@ -1,0 +1,1 @@
+"""Acme SQL: a stand-in for a vendor's text-to-SQL system (see ../README.md)."""

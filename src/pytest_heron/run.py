@@ -46,7 +46,8 @@ from pytest_heron.results.comparison import Comparison, compare_runs
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, read_results, results_document, write_results
 from pytest_heron.results.files import check_writable
-from pytest_heron.results.journal import Journal, journal_path
+from pytest_heron.results.folder import check_report_folder
+from pytest_heron.results.journal import Journal, journal_path, read_journal
 from pytest_heron.results.saved import find_run, runs_folder, save_run
 from pytest_heron.sandbox.roles import release_adapters
 from pytest_heron.scoring.outcome import Outcome
@@ -126,6 +127,9 @@ class HeronRun:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
             check_writable(settings.report, "--heron-report", folder=True)
+            check_report_folder(settings.report)
+        if settings.resume and settings.output is not None:
+            read_journal(journal_path(settings.output))  # a bad journal fails now, not later
         # the run to compare with, found now: "the newest" is the newest before this one
         self.baseline: Path | None = None
         if settings.compare is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.errors import ResultsFileError
+from pytest_heron.outside import read_json
 from pytest_heron.records import JSON, RecordReader
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.files import write_atomic
@@ -103,8 +104,4 @@ def write_results(path: Path, results: Results) -> None:
 
 def read_results(path: Path) -> Results:
     """A results file, checked (see :meth:`Results.from_json`)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: not a readable results file ({exc})") from None
-    return Results.from_json(data, str(path))
+    return Results.from_json(read_json(path), str(path))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pytest_heron.errors import ConfigError, HeronError
 from pytest_heron.results.document import Results
+from pytest_heron.safe_text import one_line
 from pytest_heron.scoring.metrics import Summary, mcnemar_exact
 
 # key of --heron-compare-fail -> (label, the metric); all are 0-100, higher is better
@@ -54,8 +55,8 @@ class Comparison:
     def lines(self) -> list[str]:
         first, second = self.a, self.b
 
-        def row(label: str, show: Callable[[Results], str]) -> str:
-            return f"{label:<28}{show(first):<36}{show(second)}"
+        def row(label: str, show: Callable[[Results], str]) -> str:  # results-file text: one line
+            return f"{label:<28}{one_line(show(first)):<36}{one_line(show(second))}"
 
         only_a = len({o.id for o in first.outcomes} - set(self.common))
         only_b = len({o.id for o in second.outcomes} - set(self.common))

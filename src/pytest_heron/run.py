@@ -100,6 +100,12 @@ class HeronRun:
         # fail fast on an unknown name too; an isolated adapter is looked up in its own process
         if ":" in name:
             _importable_from(self.rootdir, Path.cwd())
+        # files the run will read or write, checked before any process starts: a bad journal or
+        # a report.html that is a folder fails now, not after the run
+        if settings.report is not None:
+            check_report_folder(settings.report)
+        if settings.resume and settings.output is not None:
+            read_journal(journal_path(settings.output))
         self.system: System
         if name == "file":
             self.system = _file_system(settings, self.questions)
@@ -127,9 +133,6 @@ class HeronRun:
             check_writable(settings.output, "--heron-output")
         if settings.report is not None:
             check_writable(settings.report, "--heron-report", folder=True)
-            check_report_folder(settings.report)
-        if settings.resume and settings.output is not None:
-            read_journal(journal_path(settings.output))  # a bad journal fails now, not later
         # the run to compare with, found now: "the newest" is the newest before this one
         self.baseline: Path | None = None
         if settings.compare is not None:

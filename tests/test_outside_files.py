@@ -70,7 +70,7 @@ def test_nesting_beyond_the_limit_is_refused_never_a_recursion_error(
         with pytest.raises(OutsideFileError, match="not JSON"):  # unterminated, but shallow
             loads_json(text, "deep.json", limits)
     else:
-        with pytest.raises(OutsideFileError, match="deep.json: nested .* over the limit of 20"):
+        with pytest.raises(OutsideFileError, match=r"deep\.json: nested .* over the limit of 20"):
             loads_json(text, "deep.json", limits)
 
 
@@ -94,7 +94,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 def test_each_json_limit_is_a_sentence_naming_the_file(
     text: str, limits: Limits, message: str
 ) -> None:
-    with pytest.raises(OutsideFileError, match="^f.json: ") as caught:
+    with pytest.raises(OutsideFileError, match=r"^f\.json: ") as caught:
         loads_json(text, "f.json", limits)
     assert message in str(caught.value) and "\n" not in str(caught.value)
     assert isinstance(caught.value, ResultsFileError) and isinstance(caught.value, HeronError)
@@ -114,7 +114,7 @@ def test_each_json_limit_is_a_sentence_naming_the_file(
 def test_yaml_is_refused_for_aliases_duplicates_depth_and_unsafe_tags(
     text: str, message: str
 ) -> None:
-    with pytest.raises(OutsideFileError, match="^s.yaml: ") as caught:
+    with pytest.raises(OutsideFileError, match=r"^s\.yaml: ") as caught:
         loads_yaml(text, "s.yaml")
     assert message in str(caught.value)
 
@@ -243,7 +243,7 @@ def test_stated_breakdown_that_differs_is_refused(tmp_path: Path) -> None:
         for bucket in doc["breakdown"][axis].values():
             bucket["ex_multistate"] = 100.0
 
-    with pytest.raises(ResultsFileError, match="breakdown .*: stated 100.0"):
+    with pytest.raises(ResultsFileError, match=r"breakdown .*: stated 100\.0"):
         read_results(_edit(_results(tmp_path, right=False), inflate))
 
 
@@ -334,7 +334,7 @@ def test_a_bad_journal_is_a_one_line_config_error(
 ) -> None:
     path = tmp_path / "out.json.jsonl"
     path.write_bytes(content)
-    with pytest.raises(ConfigError, match="^--heron-resume: ") as caught:
+    with pytest.raises(ConfigError, match=r"^--heron-resume: ") as caught:
         read_journal(path)
     assert message in str(caught.value) and "\n" not in str(caught.value)
 

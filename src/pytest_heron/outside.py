@@ -199,12 +199,13 @@ def _yaml_loader(where: str, limits: Limits) -> Any:
                     raise OutsideFileError(
                         f"{where}: nested more than {limits.max_depth} levels deep"
                     )
-                node = super().compose_node(parent, index)
+                node: Any = super().compose_node(parent, index)
             finally:
                 Loader.depth -= 1
-            if isinstance(node.value, list) and len(node.value) > limits.max_items:
+            entries = getattr(node, "value", None)
+            if isinstance(entries, list) and len(entries) > limits.max_items:
                 raise OutsideFileError(
-                    f"{where}: a container of {len(node.value)} entries, over the limit of "
+                    f"{where}: a container of {len(entries)} entries, over the limit of "
                     f"{limits.max_items}"
                 )
             return node
@@ -212,7 +213,7 @@ def _yaml_loader(where: str, limits: Limits) -> Any:
         def construct_mapping(self, node: Any, deep: bool = False) -> Any:
             seen: list[Any] = []
             for key_node, _ in node.value:
-                key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+                key = self.construct_object(key_node, deep=deep)
                 if key in seen:
                     raise OutsideFileError(
                         f"{where}: duplicate key {str(key)[:40]!r} "

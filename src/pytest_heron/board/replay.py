@@ -20,7 +20,6 @@ reported" and says why.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -32,6 +31,7 @@ from pathlib import Path
 
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.submission import CACHE
+from pytest_heron.outside import OutsideFileError, loads_json
 from pytest_heron.records import JSON
 from pytest_heron.systems.llm.cache import CACHE_FILE, ResponseCache
 from pytest_heron.systems.registry import known_adapters
@@ -116,9 +116,9 @@ def check_cache(path: Path) -> list[str]:
             if not isinstance(key, str) or not isinstance(reply, str):
                 problems.append(f"{CACHE}: a row holds a non-text key or reply")
                 break
-            try:
-                value = json.loads(reply)
-            except ValueError:
+            try:  # bounded: a submitted cache is a file from elsewhere
+                value = loads_json(reply, f"{CACHE}, reply {key[:16]!r}")
+            except OutsideFileError:
                 value = None
             if not isinstance(value, dict):
                 problems.append(f"{CACHE}: the reply of key {key[:16]!r} is not a JSON object")

@@ -15,6 +15,7 @@ from pytest_heron.database.server import Server, embedded, from_dsn, redacted
 from pytest_heron.errors import HeronError
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.options import SCALES
+from pytest_heron.safe_text import printable
 
 
 def _say(msg: str) -> None:
@@ -222,6 +223,7 @@ def _verify(args: argparse.Namespace) -> int:
     from pytest_heron.board.submission import VERDICT
     from pytest_heron.board.verify import summary_of, verify, write_verdict
     from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.safe_text import one_line
 
     folder = Path(args.folder)
     if folder.is_symlink() or not folder.is_dir():
@@ -241,9 +243,9 @@ def _verify(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
     data = verdict.to_json()
-    _say(summary_of(data))
-    for reason in verdict.reasons:
-        print(f"  - {reason}", file=sys.stderr)
+    _say(one_line(summary_of(data)))
+    for reason in verdict.reasons:  # may quote the submission's text: shown escaped
+        print(f"  - {one_line(reason)}", file=sys.stderr)
     print(out)
     return 0 if verdict.accepted else 1
 
@@ -454,8 +456,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         return int(args.func(args))
-    except HeronError as exc:
-        print(f"heron: error: {exc}", file=sys.stderr)
+    except HeronError as exc:  # may quote a file from elsewhere: shown escaped
+        print(f"heron: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("heron: interrupted", file=sys.stderr)

@@ -369,3 +369,21 @@ def test_a_report_html_folder_stops_the_run_before_any_work(
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "report.html is a folder" in result.stderr.str()
     assert "heron:" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("conditions", "message"),
+    [
+        ({"seeds": []}, "field 'seeds': empty"),
+        ({"price": {"prompt": "x", "completion": []}}, "its figures cannot be recomputed"),
+    ],
+)
+def test_conditions_that_break_the_recomputation_are_a_sentence(
+    tmp_path: Path, conditions: dict[str, Any], message: str
+) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        doc["conditions"].update(conditions)
+        doc["questions"][0]["usage"] = {"prompt_tokens": 5, "completion_tokens": 3}
+
+    with pytest.raises(ResultsFileError, match=message):
+        read_results(_edit(_results(tmp_path), change))

@@ -130,7 +130,15 @@ def recomputed(results: Results, where: str = "results") -> Results:
     null) that differs from the recomputed one by more than :data:`FIGURE_TOLERANCE` makes it a
     ResultsFileError of one line: stored figures are never trusted, and a file that claims
     other numbers than its own answers give is not a results file of this heron."""
-    fresh = results_document(results.conditions, results.outcomes)
+    if not results.conditions.seeds:
+        raise ResultsFileError(f"{where}, conditions, field 'seeds': empty; a run has a seed")
+    try:
+        fresh = results_document(results.conditions, results.outcomes)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # a hostile price table
+        raise ResultsFileError(
+            f"{where}: its figures cannot be recomputed ({type(exc).__name__}: "
+            f"{printable(str(exc))[:120]})"
+        ) from None
     diffs = _differences("metrics", results.metrics.to_json(), fresh.metrics.to_json())
     for axis, buckets in sorted(results.breakdown.items()):
         for name, bucket in sorted(buckets.items()):

@@ -58,7 +58,7 @@ def test_html_and_markdown_cells_carry_no_markup(text: str) -> None:
     for out in (html_text(text), markdown_cell(text)):
         assert "<" not in out and ">" not in out
     cell = markdown_cell(text)
-    assert "\n" not in cell and not re.search(r"(?<!\\)[\[\]()|`]", cell.replace("\\\\", ""))
+    assert "\n" not in cell and not re.search(r"(?<!\\)[\[\]|`]", cell.replace("\\\\", ""))
 
 
 @given(st.text())
@@ -67,7 +67,7 @@ def test_a_csv_cell_never_starts_a_formula(text: str) -> None:
 
 
 def test_the_helper_on_hostile_text() -> None:
-    assert markdown_cell("[a](javascript:x)") == "\\[a\\]\\(javascript\\:x\\)"
+    assert markdown_cell("[a](javascript:x)") == "\\[a\\](javascript\\:x)"
     assert html_text("<svg onload=x>") == "&lt;svg onload=x&gt;"
     assert printable("a\u202eb\x00") == "a\\u202eb\\x00"
     assert csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("-2+3") == "'-2+3"
@@ -126,8 +126,8 @@ def test_leaderboard_md_shows_hostile_text_as_text(board: tuple[Path, dict[str, 
     rows = [line for line in md.splitlines() if line.startswith("|")]
     cells = {len(re.findall(r"(?<!\\)\|", line)) for line in rows}
     assert len(cells) == 1 and len(rows) == 3  # header, divider, one row: no cell or row break
-    assert "\\[click\\]\\(javascript\\:alert\\(3\\)\\)" in md and "&lt;svg onload" in md
-    assert all(line.count("](") <= 1 for line in rows)  # only the board's own link
+    assert "\\[click\\](javascript\\:alert(3))" in md and "&lt;svg onload" in md
+    assert all(len(re.findall(r"(?<!\\)\]\(", line)) <= 1 for line in rows)  # the board's link
 
 
 def test_leaderboard_csv_has_no_formula_cell(board: tuple[Path, dict[str, str]]) -> None:

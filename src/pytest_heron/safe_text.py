@@ -32,9 +32,10 @@ _CONTROL = re.compile(f"[{_SHOWN_ESCAPED}]")
 _CONTROL_OR_BREAK = re.compile(f"[{_SHOWN_ESCAPED}\t\n]")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # the ASCII punctuation that makes links, images, code, emphasis, headings, math or a cell break
-# inside a table cell (CommonMark lets any punctuation be backslash-escaped); & < > become
-# entities instead, so no HTML and no autolink survives
-_MARKDOWN = re.compile(r"([\\`*_{}\[\]()#!|~:$])")
+# inside a table cell (CommonMark lets any punctuation be backslash-escaped); parentheses stay
+# (with [ and ] escaped they cannot make a link); & < > become entities, so no HTML and no
+# autolink survives
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]#!|~:$])")
 
 
 def _shown(char: str) -> str:
@@ -78,7 +79,7 @@ def markdown_cell(value: object) -> str:
     ``& < >`` as entities (no HTML).
 
     >>> markdown_cell("[x](javascript:alert(1)) <b>")
-    '\\\\[x\\\\]\\\\(javascript\\\\:alert\\\\(1\\\\)\\\\) &lt;b&gt;'
+    '\\\\[x\\\\](javascript\\\\:alert(1)) &lt;b&gt;'
     """
     text = _MARKDOWN.sub(r"\\\1", one_line(str(value)))
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -224,7 +224,7 @@ def _markdown(rows: Sequence[Mapping[str, Any]], rejected: Sequence[Mapping[str,
     ]
     for r in rows:
         cells = [markdown_cell(_cell(r, key)) for key, _ in COLUMNS]
-        cells[1] = f"[{cells[1]}](<../{_link(r['breakdown'])}>)"
+        cells[1] = f"[{cells[1]}](../{_link(r['breakdown'])})"
         lines.append("| " + " | ".join(cells) + " |")
     if not rows:
         lines.append("| " + " | ".join(["—"] * len(COLUMNS)) + " |")

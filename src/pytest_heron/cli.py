@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_heron import __version__
 from pytest_heron.core.errors import HeronError
+from pytest_heron.core.safe_text import printable
 from pytest_heron.database import Server, embedded, from_dsn, redacted
 from pytest_heron.generate import LAYOUTS
 from pytest_heron.options import SCALES
@@ -239,6 +240,7 @@ def _verify(args: argparse.Namespace) -> int:
         verify,
         write_verdict,
     )
+    from pytest_heron.core.safe_text import one_line
     from pytest_heron.dataset import load_questions
 
     folder = Path(args.folder)
@@ -260,9 +262,9 @@ def _verify(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
     data = verdict.to_json()
-    _say(summary_of(data))
-    for reason in verdict.reasons:
-        print(f"  - {reason}", file=sys.stderr)
+    _say(one_line(summary_of(data)))
+    for reason in verdict.reasons:  # may quote the submission's text: shown escaped
+        print(f"  - {one_line(reason)}", file=sys.stderr)
     print(out)
     return 0 if verdict.accepted else 1
 
@@ -556,8 +558,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         return int(args.func(args))
-    except HeronError as exc:
-        print(f"heron: error: {exc}", file=sys.stderr)
+    except HeronError as exc:  # may quote a file from elsewhere: shown escaped
+        print(f"heron: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("heron: interrupted", file=sys.stderr)

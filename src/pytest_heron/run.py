@@ -52,6 +52,7 @@ from pytest_heron.results import (
     compare_runs,
     find_run,
     journal_path,
+    read_journal,
     read_results,
     results_document,
     runs_folder,
@@ -60,6 +61,7 @@ from pytest_heron.results import (
 )
 from pytest_heron.sandbox import release_adapters
 from pytest_heron.scoring import Outcome, load_prices, price_for, score_question
+from pytest_heron.site import check_report_folder
 from pytest_heron.systems import (
     NEEDS,
     FileSystem,
@@ -115,6 +117,12 @@ class HeronRun:
         # fail fast on an unknown name too; an isolated adapter is looked up in its own process
         if ":" in name:
             _importable_from(self.rootdir, Path.cwd())
+        # files the run will read or write, checked before any process starts: a bad journal or
+        # a report.html that is a folder fails now, not after the run
+        if settings.report is not None:
+            check_report_folder(settings.report)
+        if settings.resume and settings.output is not None:
+            read_journal(journal_path(settings.output))
         self.system: System
         if name == "file":
             ids: Collection[str] = self.questions

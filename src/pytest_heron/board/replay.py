@@ -27,7 +27,6 @@ the provider: a forged transcript that the adapter turns into the submitted SQL 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sqlite3
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.submission import CACHE
+from pytest_heron.core.outside import OutsideFileError, loads_json
 from pytest_heron.core.records import JSON
 from pytest_heron.systems import CACHE_FILE, ResponseCache, known_adapters
 
@@ -123,9 +123,9 @@ def check_cache(path: Path) -> list[str]:
             if not isinstance(key, str) or not isinstance(reply, str):
                 problems.append(f"{CACHE}: a row holds a non-text key or reply")
                 break
-            try:
-                value = json.loads(reply)
-            except ValueError:
+            try:  # bounded: a submitted cache is a file from elsewhere
+                value = loads_json(reply, f"{CACHE}, reply {key[:16]!r}")
+            except OutsideFileError:
                 value = None
             if not isinstance(value, dict):
                 problems.append(f"{CACHE}: the reply of key {key[:16]!r} is not a JSON object")

@@ -23,8 +23,6 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_heron import __version__
 from pytest_heron.board.protocol import Protocol
 from pytest_heron.board.replay import Replay, replay
@@ -44,8 +42,10 @@ from pytest_heron.board.submission import (
     folder_digest,
 )
 from pytest_heron.core.errors import ErrorKind, HeronError, ResultsFileError
+from pytest_heron.core.outside import Limits, OutsideFileError, loads_json, loads_yaml, read_json
 from pytest_heron.core.progress import Steps
 from pytest_heron.core.records import JSON, RecordReader
+from pytest_heron.core.safe_text import printable
 from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.results import Conditions
@@ -63,6 +63,7 @@ SIZE_CAPS = {  # bytes
     VERDICT: 4 * 1024 * 1024,
 }
 MAX_SQL_CHARS = 100_000
+LINE_LIMITS = Limits(SIZE_CAPS[PREDICTIONS], max_depth=8, max_items=1_000)  # one line
 MAX_PROBLEMS = 200  # listed in full up to this many; then "and N more"
 HIDDEN_SEED_LOW = 100_000  # `auto` draws from [LOW, LOW + SPAN): far from any protocol's seeds
 HIDDEN_SEED_SPAN = 900_000
@@ -94,29 +95,6 @@ STATUS = {  # how each metric of the verdict was obtained
 
 
 TOKEN_FIGURES = ("tokens_prompt", "tokens_completion", "tokens_per_q", "cost_usd")
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """Safe YAML without aliases (no alias bombs) and without duplicate keys."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]
-            raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not allowed", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: list[Any] = []
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {str(key)[:40]!r}", key_node.start_mark
-                )
-            seen.append(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True)
@@ -202,9 +180,9 @@ def _check_meta(
     text: str, folder: Path, present: set[str], problems: list[str]
 ) -> tuple[dict[str, Any], Conditions] | None:
     try:
-        meta = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader
-    except yaml.YAMLError as exc:
-        problems.append(f"{META}: not valid YAML ({str(exc).splitlines()[0][:160]})")
+        meta = loads_yaml(text, META, Limits(SIZE_CAPS[META], max_depth=16, max_items=1_000))
+    except OutsideFileError as exc:
+        problems.append(str(exc))
         return None
     if not isinstance(meta, dict):
         problems.append(f"{META}: expected a mapping")
@@ -315,11 +293,8 @@ def _check_predictions(
     for number, line in enumerate(text.splitlines(), start=1):
         where = f"{PREDICTIONS}, line {number}"
         try:
-            entry = _entry(json.loads(line), where)
-        except ValueError as exc:
-            problems.append(f"{where}: not JSON ({str(exc)[:80]})")
-            continue
-        except ResultsFileError as exc:
+            entry = _entry(loads_json(line, where, LINE_LIMITS), where)
+        except ResultsFileError as exc:  # an OutsideFileError too
             problems.append(str(exc))
             continue
         key = (entry.id, entry.sample)
@@ -354,14 +329,11 @@ def _check_predictions(
 
 def _check_claimed(text: str, n: int, problems: list[str]) -> Summary | None:
     try:
-        data = json.loads(text)
+        data = loads_json(text, CLAIMED, Limits(SIZE_CAPS[CLAIMED], max_depth=16))
         summary = Summary.from_json(
             data.get("metrics") if isinstance(data, dict) else None, f"{CLAIMED}, metrics"
         )
-    except ValueError as exc:
-        problems.append(f"{CLAIMED}: not JSON ({str(exc)[:80]})")
-        return None
-    except ResultsFileError as exc:
+    except ResultsFileError as exc:  # an OutsideFileError too
         problems.append(str(exc))
         return None
     for name in PERCENTAGES:
@@ -464,10 +436,7 @@ class Verdict:
 
 def read_verdict(path: Path) -> dict[str, Any]:
     """A ``verdict.json`` as a mapping, with the fields the leaderboard reads checked."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: not a readable verdict ({exc})") from None
+    data = read_json(path, limits=Limits(SIZE_CAPS[VERDICT]))
     r = RecordReader(data, str(path))
     if r.integer("format") != VERDICT_FORMAT:
         raise ResultsFileError(f"{path}: verdict format {data.get('format')!r}")
@@ -661,6 +630,44 @@ def compare_claims(
 
 
 def verify(
+    folder: Path,
+    protocol: Protocol,
+    questions: Sequence[GoldQuestion],
+    *,
+    hidden_seed: int | None = None,
+    **options: Any,
+) -> Verdict:
+    """:func:`_verify`, with every failure it did not foresee turned into a rejected verdict
+    whose reason names it: a hostile folder gets a verdict, never a traceback and never none.
+    The options are :func:`_verify`'s; only a hidden seed that is one of the protocol's is an
+    error (of the verifier's caller, not of the submission)."""
+    source = "auto" if hidden_seed is None else "given"
+    seed = draw_hidden_seed(protocol) if hidden_seed is None else hidden_seed
+    if seed in protocol.seeds:
+        raise HeronError(f"--hidden-seed {seed} is one of the protocol's seeds")
+    try:
+        verdict = _verify(folder, protocol, questions, hidden_seed=seed, **options)
+    except Exception as exc:
+        verdict = Verdict(
+            submission=folder.name,
+            digest=None,
+            accepted=False,
+            reasons=[
+                "the verifier could not complete on this submission "
+                f"({type(exc).__name__}: {printable(str(exc))[:300]}); if the folder is sound, "
+                "verify it again (a failure of the verifier's machine is not the submission's)"
+            ],
+            protocol={"name": protocol.name, "digest": protocol.digest, "scale": protocol.scale},
+            hidden_seed=seed,
+            hidden_seed_source=source,
+        )
+        verdict.versions = _versions(None)
+        verdict.verified_at = _now()
+    verdict.hidden_seed_source = source
+    return verdict
+
+
+def _verify(
     folder: Path,
     protocol: Protocol,
     questions: Sequence[GoldQuestion],

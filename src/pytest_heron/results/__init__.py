@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_heron.results.files import write_atomic as write_atomic
     from pytest_heron.results.journal import Journal as Journal
     from pytest_heron.results.journal import journal_path as journal_path
+    from pytest_heron.results.journal import read_journal as read_journal
     from pytest_heron.results.saved import check_name as check_name
     from pytest_heron.results.saved import find_run as find_run
     from pytest_heron.results.saved import runs_folder as runs_folder
@@ -41,6 +42,7 @@ _DOOR = {
     "find_run": "saved",
     "journal_path": "journal",
     "parse_fail": "comparison",
+    "read_journal": "journal",
     "read_results": "document",
     "results_document": "document",
     "runs_folder": "saved",

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_heron.core.errors import ConfigError, HeronError
+from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.document import Results
 from pytest_heron.scoring import Summary, mcnemar_exact
 
@@ -54,8 +55,8 @@ class Comparison:
     def lines(self) -> list[str]:
         first, second = self.a, self.b
 
-        def row(label: str, show: Callable[[Results], str]) -> str:
-            return f"{label:<28}{show(first):<36}{show(second)}"
+        def row(label: str, show: Callable[[Results], str]) -> str:  # results-file text: one line
+            return f"{label:<28}{one_line(show(first)):<36}{one_line(show(second))}"
 
         only_a = len({o.id for o in first.outcomes} - set(self.common))
         only_b = len({o.id for o in second.outcomes} - set(self.common))

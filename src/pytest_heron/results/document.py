@@ -8,19 +8,27 @@ and names the one that is wrong.
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.outside import OutsideFileError, read_json
 from pytest_heron.core.records import JSON, RecordReader
+from pytest_heron.core.safe_text import printable
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.files import write_atomic
 from pytest_heron.scoring import Breakdown, Bucket, Outcome, Summary, summary
 from pytest_heron.scoring import breakdown as metrics_breakdown
 
 RESULTS_VERSION = 1
+QUESTION_ID = re.compile(r"[a-z0-9_]+")  # dataset.questions.ID_PATTERN (kept light here)
+# how far a stated figure may be from the recomputed one and still be the same figure: the
+# browser runner rounds tokens per question to one decimal; every other writer is exact
+FIGURE_TOLERANCE = 0.051
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,11 @@ class Results:
             raise r.bad("questions", "a list of outcomes")
         outcomes = tuple(Outcome.from_json(q, f"{where}, question") for q in questions)
         ids = [o.id for o in outcomes]
+        odd = [i for i in ids if not QUESTION_ID.fullmatch(i)]
+        if odd:
+            raise ResultsFileError(
+                f"{where}: question id {printable(odd[0][:60])!r} does not match [a-z0-9_]+"
+            )
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ResultsFileError(f"{where}: question(s) listed twice: {', '.join(dup)}")
@@ -99,9 +112,70 @@ def write_results(path: Path, results: Results) -> None:
 
 
 def read_results(path: Path) -> Results:
-    """A results file, checked (see :meth:`Results.from_json`)."""
+    """A results file, checked (see :meth:`Results.from_json`), with its figures recomputed
+    from its questions (:func:`recomputed`): a file whose stated figures differ is refused."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: not a readable results file ({exc})") from None
-    return Results.from_json(data, str(path))
+        data = read_json(path)
+    except OutsideFileError as exc:
+        raise OutsideFileError(f"not a readable results file: {exc}") from None
+    return recomputed(Results.from_json(data, str(path)), str(path))
+
+
+def recomputed(results: Results, where: str = "results") -> Results:
+    """``results`` with its metrics and breakdown computed again from its per-question records
+    by the code that writes them (:func:`results_document`). A figure the file states (not
+    null) that differs from the recomputed one by more than :data:`FIGURE_TOLERANCE` makes it a
+    ResultsFileError of one line: stored figures are never trusted, and a file that claims
+    other numbers than its own answers give is not a results file of this heron."""
+    if not results.conditions.seeds:
+        raise ResultsFileError(f"{where}, conditions, field 'seeds': empty; a run has a seed")
+    try:
+        fresh = results_document(results.conditions, results.outcomes)
+    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:  # a hostile price table
+        raise ResultsFileError(
+            f"{where}: its figures cannot be recomputed ({type(exc).__name__}: "
+            f"{printable(str(exc))[:120]})"
+        ) from None
+    diffs = _differences("metrics", results.metrics.to_json(), fresh.metrics.to_json())
+    for axis, buckets in sorted(results.breakdown.items()):
+        for name, bucket in sorted(buckets.items()):
+            mine = fresh.breakdown.get(axis, {}).get(name)
+            if mine is None:
+                diffs.append(f"breakdown {axis}/{name}: no question falls in it")
+            else:
+                diffs += _differences(f"breakdown {axis}/{name}", bucket.to_json(), mine.to_json())
+    if diffs:
+        more = f" and {len(diffs) - 3} more" if len(diffs) > 3 else ""
+        raise ResultsFileError(
+            f"{where}: the stated figures differ from what its questions give "
+            f"({'; '.join(diffs[:3])}{more}); refused (heron recomputes every figure on read)"
+        )
+    return Results(
+        conditions=results.conditions,
+        metrics=fresh.metrics,
+        breakdown=fresh.breakdown,
+        outcomes=results.outcomes,
+        version=results.version,
+    )
+
+
+def _differences(block: str, stated: dict[str, JSON], fresh: dict[str, JSON]) -> list[str]:
+    """Every figure ``stated`` gives (not null) that ``fresh`` does not match."""
+    out = []
+    for name, value in stated.items():
+        if value is not None and not _same(value, fresh.get(name)):
+            shown = printable(repr(value))[:40]
+            out.append(f"{block}, {name}: stated {shown}, recomputed {fresh.get(name)!r}")
+    return out
+
+
+def _same(a: JSON, b: JSON) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return sorted(a) == sorted(b) and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=FIGURE_TOLERANCE)
+    return bool(a == b)

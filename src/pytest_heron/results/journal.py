@@ -16,12 +16,35 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ConfigError, ErrorKind
+from pytest_heron.core.outside import OutsideFileError, loads_json, read_text
 
 FORMAT = 1
 
 
 def journal_path(output: Path) -> Path:
     return output.with_name(output.name + ".jsonl")
+
+
+def read_journal(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """The journal's lines and its header's configuration, checked: a journal that is missing,
+    not UTF-8, or whose first line is not ``{"journal": 1, "config": {...}}`` is a ConfigError of
+    one line. The run's pre-flight calls this, so a bad journal stops it before any work."""
+    if not path.is_file():
+        raise ConfigError(f"--heron-resume: there is no journal at {path} to resume")
+    try:
+        lines = read_text(path).splitlines()
+        header = loads_json(lines[0], f"{path}, line 1") if lines else None
+    except OutsideFileError as exc:
+        raise ConfigError(f"--heron-resume: {exc}; not a pytest-heron journal") from None
+    if not isinstance(header, dict) or header.get("journal") != FORMAT:
+        raise ConfigError(f"--heron-resume: {path} is not a pytest-heron journal")
+    config = header.get("config", {})
+    if not isinstance(config, dict):
+        raise ConfigError(
+            f"--heron-resume: {path}: the header's 'config' is not an object; "
+            "not a pytest-heron journal (run without --heron-resume to start over)"
+        )
+    return lines, config
 
 
 class Journal:
@@ -53,16 +76,7 @@ class Journal:
             self._write({"journal": FORMAT, "config": self.config})
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        if not self.path.exists():
-            raise ConfigError(f"--heron-resume: there is no journal at {self.path} to resume")
-        lines = self.path.read_text(encoding="utf-8").splitlines()
-        try:
-            header = json.loads(lines[0]) if lines else {}
-        except ValueError:
-            header = {}
-        if header.get("journal") != FORMAT:
-            raise ConfigError(f"--heron-resume: {self.path} is not a pytest-heron journal")
-        old = header.get("config", {})
+        lines, old = read_journal(self.path)
         diffs = [
             f"{k}: journal {old.get(k)!r}, now {self.config.get(k)!r}"
             for k in sorted(set(old) | set(self.config))
@@ -76,9 +90,9 @@ class Journal:
         outcomes: dict[str, dict[str, Any]] = {}
         for line in lines[1:]:
             try:
-                record = json.loads(line)
-            except ValueError:
-                continue  # a line cut short by the interruption
+                record = loads_json(line, f"{self.path}, a record")
+            except OutsideFileError:
+                continue  # a line cut short by the interruption (or garbage: asked again)
             if isinstance(record, dict) and "id" in record:
                 outcomes[str(record["id"])] = record
         return outcomes

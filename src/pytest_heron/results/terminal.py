@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
 from pytest_heron.scoring import (
@@ -34,7 +35,7 @@ def _modes(b: Bucket) -> str:
 def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
-    return (
+    return one_line(
         f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
@@ -165,7 +166,7 @@ def summary_lines(results: Results) -> list[str]:
         ]
         lines.append(f"by {axis}: " + "; ".join(cells))
     lines.extend(LEGEND)
-    return lines
+    return [one_line(line) for line in lines]  # results-file text never steers the terminal
 
 
 # What makes some figures look wrong at first sight (the README says the same, at length).

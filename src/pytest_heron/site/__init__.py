@@ -18,10 +18,12 @@ from pytest_heron.core.door import opener
 if TYPE_CHECKING:
     from pytest_heron.site.build import build_site as build_site
     from pytest_heron.site.gold import gold_rows_on_state as gold_rows_on_state
+    from pytest_heron.site.report import check_report_folder as check_report_folder
     from pytest_heron.site.report import write_report as write_report
 
 _DOOR = {
     "build_site": "build",
+    "check_report_folder": "report",
     "gold_rows_on_state": "gold",
     "write_report": "report",
 }

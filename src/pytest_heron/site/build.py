@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.safe_text import printable
 from pytest_heron.dataset import GoldQuestion, load_questions
 from pytest_heron.results import Results, write_atomic
 from pytest_heron.site.gold import GoldRows
@@ -18,12 +20,31 @@ from pytest_heron.site.schema import schema_modules
 
 
 def write_files(out: Path, files: Mapping[str, str]) -> list[Path]:
+    """Write every page under ``out``; a page whose path would lie outside ``out`` (resolved,
+    symlinks followed) is an error before anything is written."""
+    root = out.resolve()
+    for rel in files:
+        if not (out / rel).resolve().is_relative_to(root) or (out / rel).resolve() == root:
+            raise ResultsFileError(f"a page path {printable(rel[:80])!r} lies outside {out}")
     written = []
     for rel, text in files.items():
         path = out / rel
         write_atomic(path, text)
         written.append(path)
     return written
+
+
+def check_question_ids(runs: Sequence[Run], questions: Sequence[GoldQuestion]) -> None:
+    """Every question of every run is one of the question set's (a page is made per id)."""
+    known = {q.id for q in questions}
+    for run in runs:
+        unknown = sorted(o.id for o in run.results.outcomes if o.id not in known)
+        if unknown:
+            raise ResultsFileError(
+                f"{run.source}: question {unknown[0][:60]!r} is not in the question set"
+                + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else "")
+                + "; give the run's question set with --questions"
+            )
 
 
 def build_site(
@@ -43,6 +64,7 @@ def build_site(
     the_board = None if board is None else read_board(board)
     the_runs = tuple(read_runs(runs))
     qs = load_questions(questions)
+    check_question_ids(the_runs, qs)
     data = SiteInput(
         runs=the_runs,
         board=the_board,

@@ -12,10 +12,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _escape
+
+from pytest_heron.core.safe_text import printable
 
 CHAR_W = 7.2  # px per character of 12 px sans-serif, rounded up (wide enough for digits)
 WIDTH = 640
+
+
+def escape(value: object) -> Markup:
+    """Chart text: control and bidi characters shown escaped, then HTML-escaped."""
+    return _escape(printable(str(value)))
 
 
 def text_width(text: str) -> float:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.outside import read_json
 from pytest_heron.core.records import RecordReader
 from pytest_heron.results import Results, read_results
 
@@ -112,20 +113,14 @@ def _verdict_correct(board_dir: Path, pointer: str | None, where: str) -> dict[s
         )
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: not a readable verdict ({exc})") from None
+    data = read_json(path)
     return RecordReader(data, str(path)).verdicts("correct")
 
 
 def read_board(folder: Path) -> Board:
     """The board in ``folder`` (its ``leaderboard.json``), checked."""
     path = folder / BOARD_FILE
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsFileError(f"{path}: not a readable board ({exc})") from None
+    data = read_json(path)
     top = RecordReader(data, str(path))
     rows_raw, rejected_raw = top.data.get("rows"), top.data.get("rejected") or []
     unverified_raw = top.data.get("unverified") or []

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from pytest_heron.core.safe_text import printable
 from pytest_heron.dataset import GoldQuestion
@@ -55,6 +56,15 @@ NAV = (
 _ENV: jinja2.Environment | None = None
 
 
+def _shown(value: Any) -> Any:
+    """Every value a template prints: a plain string goes through
+    :func:`~pytest_heron.core.safe_text.printable` (control and bidi characters shown escaped),
+    then autoescape; markup the renderers built (charts, already escaped) passes as it is."""
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return printable(value)
+    return value
+
+
 def environment() -> jinja2.Environment:
     global _ENV
     if _ENV is None:
@@ -64,6 +74,7 @@ def environment() -> jinja2.Environment:
             undefined=jinja2.StrictUndefined,
             trim_blocks=False,
             keep_trailing_newline=True,
+            finalize=_shown,
         )
         _ENV.globals["interval"] = charts.interval
     return _ENV

@@ -75,6 +75,23 @@ def questions_csv(results: Results, questions: Mapping[str, GoldQuestion] | None
     return out.getvalue()
 
 
+REPORT_FILES = ("results.json", "questions.csv", "report.html")
+
+
+def check_report_folder(folder: Path) -> None:
+    """Fail before the run when a file the report writes exists as a folder (or other non-file)
+    in ``folder``: the run would otherwise end with the report unwritten."""
+    from pytest_heron.core.errors import ConfigError
+
+    for name in REPORT_FILES:
+        path = folder / name
+        if path.exists() and not path.is_file():
+            raise ConfigError(
+                f"--heron-report: {path} is a folder (or not a regular file); the report writes "
+                f"a file there: remove it or choose another --heron-report folder"
+            )
+
+
 def write_report(
     folder: Path, results: Results, questions: Sequence[GoldQuestion] | None = None
 ) -> None:

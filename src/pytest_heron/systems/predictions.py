@@ -14,18 +14,19 @@ recorded in the run's conditions.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.outside import Limits, OutsideFileError, loads_json
 from pytest_heron.core.safe_text import printable
 
 MAX_BYTES = 64 * 1024 * 1024  # a predictions file larger than this is refused unread
 MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)
 FIELDS = ("id", "sql", "tables")
+LINE_LIMITS = Limits(max_bytes=MAX_BYTES, max_depth=8, max_items=10_000)
 
 
 def quoted(text: str) -> str:
@@ -89,9 +90,9 @@ def load_predictions(
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            problems.append(f"line {number}: not JSON ({str(exc).split(':')[0]})")
+            value = loads_json(line, f"line {number}", LINE_LIMITS)
+        except OutsideFileError as exc:
+            problems.append(str(exc))
             continue
         problem = _line_problem(number, value, question_ids)
         if problem is None and value["id"] in first_line:

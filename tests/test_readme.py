@@ -100,6 +100,13 @@ NOT_RUN = {
         "mypkg is the reader's package; the gate runs in test_first_hour.py and on "
         "examples/vendor in test_vendor_kit.py"
     ),
+    "heron variants --seed 7 --count 3": (
+        "draws and audits 300 variants on three states (minutes): the audit tier runs it "
+        "(tests/test_variants.py, marked audit); a few questions' variants in test_variants.py"
+    ),
+    "pytest --heron-adapter=my_system --heron-variants=7:3": (
+        "my_system is the reader's adapter; gold on variants runs in test_variants.py"
+    ),
     "heron stub-llm": (
         "serves until Ctrl-C; the same endpoint (pytest_heron.systems.llm.stub.serve) answers "
         "test_the_llm_examples_run_against_the_stub and test_vendor_kit.py"

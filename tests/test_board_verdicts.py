@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from pytest_heron.board.checks import questions_digest
 from pytest_heron.board.leaderboard import build_board, write_board
 from pytest_heron.board.protocol import Protocol, parse_protocol, run_digest
 from pytest_heron.board.replay import Replay, not_from_cache, replay
@@ -34,7 +35,7 @@ from pytest_heron.board.submission import (
     content_names,
     folder_digest,
 )
-from pytest_heron.board.verify import Verdict, questions_digest, verify, write_verdict
+from pytest_heron.board.verify import Verdict, verify, write_verdict
 from pytest_heron.database.server import Server
 from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
 from pytest_heron.generate import load_bundle

@@ -24,9 +24,9 @@ import pytest
 
 from chat_stub import ChatStub, completion
 from pytest_heron import sandbox
+from pytest_heron.board.checks import check_folder
 from pytest_heron.board.protocol import parse_protocol
 from pytest_heron.board.submission import About, write_submission
-from pytest_heron.board.verify import check_folder
 from pytest_heron.browser import build_runner
 from pytest_heron.compare import compare, order_keys
 from pytest_heron.database.checksum import table_checksums, total_line

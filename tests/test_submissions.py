@@ -26,6 +26,12 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_heron.board.checks import (
+    HIDDEN_SEED_LOW,
+    HIDDEN_SEED_SPAN,
+    check_folder,
+    draw_hidden_seed,
+)
 from pytest_heron.board.leaderboard import FILES, board_grade, build_board
 from pytest_heron.board.protocol import load_protocol, parse_protocol
 from pytest_heron.board.submission import (
@@ -37,12 +43,6 @@ from pytest_heron.board.submission import (
     content_names,
     folder_digest,
     write_submission,
-)
-from pytest_heron.board.verify import (
-    HIDDEN_SEED_LOW,
-    HIDDEN_SEED_SPAN,
-    check_folder,
-    draw_hidden_seed,
 )
 from pytest_heron.core.errors import ConfigError
 from pytest_heron.database.server import Server

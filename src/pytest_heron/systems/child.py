@@ -1,6 +1,6 @@
 """The adapter's own process: ``python -m pytest_heron.systems.child PARENT_PID``.
 
-Started by :class:`pytest_heron.systems.isolation.ChildSystem`, one per pytest process. It
+Started by :class:`pytest_heron.systems.process.ChildSystem`, one per pytest process. It
 imports and instantiates the adapter, prepares it and answers ``generate`` requests; nothing of
 the scorer is imported here, so there is nothing to patch.
 

@@ -305,7 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--scale", choices=SCALES, required=True)
     seed.add_argument("--seed", type=int, required=True)
     seed.add_argument("--dsn", help="a server to build on (default: the embedded server)")
-    seed.add_argument("--database", help="database name (default: heron_<scale>_<seed>_<ver>)")
+    seed.add_argument(
+        "--database",
+        help="database name (default: heron_<scale>_<seed>_<ver>, with _citus after it for"
+        " --layout citus)",
+    )
     seed.add_argument("--jobs", type=int, default=1, help="parallel load processes (default: 1)")
     seed.add_argument("--replace", action="store_true", help="rebuild even if a valid one exists")
     seed.add_argument(
@@ -313,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LAYOUTS,
         default="standard",
         help="key layout; citus: composite (tenant_id, id) keys, tables distributed by tenant_id,"
-        " seeded into the existing --database on a Citus coordinator (default: standard)",
+        " on a Citus coordinator (--dsn); a missing database is created on every node"
+        " (default: standard)",
     )
     seed.set_defaults(func=_seed)
 
@@ -447,11 +452,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("checksum --scale needs --seed")
     if args.command == "seed" and args.jobs < 1:
         parser.error("--jobs must be at least 1")
-    if args.command == "seed" and args.layout == "citus" and not args.database:
-        parser.error(
-            "--layout citus needs --database: an existing database prepared on the Citus"
-            " coordinator and every worker (see the README, section Scales)"
-        )
     try:
         return int(args.func(args))
     except HeronError as exc:

@@ -20,6 +20,7 @@ SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 STRATEGIES = ("zero-shot", "few-shot", "self-correct", "few-shot+self-correct")
 AGENT_MODES = ("tools", "grammar")
+LAYOUTS = ("standard", "citus")  # as pytest_heron.generate.citus.LAYOUTS (not imported here)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ OPTIONS: tuple[Option, ...] = (
         "auto",
         "where PostgreSQL comes from: auto, embedded, docker or dsn (default: auto)",
         "KIND",
+    ),
+    Option(
+        "heron-layout",
+        "standard",
+        "key layout of the states: standard, or citus (tables distributed by tenant_id on the "
+        "Citus coordinator --heron-dsn points at) (default: standard)",
+        "LAYOUT",
     ),
     Option(
         "heron-dsn",
@@ -213,6 +221,7 @@ class Settings:
     states: int = 3
     backend: str = "auto"
     dsn: str | None = None
+    layout: str = "standard"
     questions: Path | None = None
     output: Path | None = None
     report: Path | None = None
@@ -333,6 +342,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         )
     if predictions and raw["heron-adapter"] != "file":
         raise ConfigError("--heron-predictions is read only with --heron-adapter=file")
+    layout = _choice("heron-layout", raw["heron-layout"], LAYOUTS)
+    if layout == "citus" and not dsn:
+        raise ConfigError(
+            "--heron-layout=citus needs --heron-dsn (or HERON_DSN): the Citus coordinator"
+        )
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -342,6 +356,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         states=_number("heron-states", raw["heron-states"], int, minimum=1),
         backend=backend,
         dsn=dsn,
+        layout=layout,
         questions=_absolute(questions),
         output=_absolute(output),
         report=_absolute(raw["heron-report"]),

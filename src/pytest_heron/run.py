@@ -165,6 +165,7 @@ class HeronRun:
                     jobs=seed_jobs(),
                     progress=progress,
                     adapter=not built,
+                    layout=s.layout,
                 )
             )
         self.states = [
@@ -234,6 +235,8 @@ class HeronRun:
             schemas=_int_or_none(manifest.get("schemas")),
             rows=_int_or_none(manifest.get("rows")),
             backend=backend,
+            layout=s.layout,
+            nodes=_int_or_none(manifest.get("nodes")) if s.layout != "standard" else None,
             postgres_version=str(row[0]) if row else None,
             heron_version=__version__,
             data_version=load_bundle().data_version,

@@ -421,7 +421,7 @@ def seed_database(
                     f"citus: {len(place.reference)} reference tables,"
                     f" {len(place.distributed)} tables distributed by tenant_id"
                 )
-                for stmt in citus.distribution_statements(place):
+                for stmt in citus.distribution_statements(place, citus.shard_count(scale)):
                     conn.execute(stmt)
     say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
     tasks = _tasks(gen, per_task=max(CHUNK_ROWS, 4 * CHUNK_ROWS))

@@ -31,7 +31,7 @@ from pytest_heron import __version__
 from pytest_heron.board.protocol import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.database.server import Server, choose, start
 from pytest_heron.database.states import State, ensure_state
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.dataset.questions import GoldQuestion, for_layout, load_questions
 from pytest_heron.errors import (
     ENDPOINT_REFUSED,
     AdapterError,
@@ -87,9 +87,10 @@ class HeronRun:
         self.settings = settings
         self.hook = hook
         self.rootdir = (rootdir or Path.cwd()).absolute()
-        self.questions: dict[str, GoldQuestion] = {
-            q.id: q for q in load_questions(settings.questions)
-        }
+        loaded = load_questions(settings.questions)
+        if settings.questions is None:  # the built-in set has Citus-valid golds where needed
+            loaded = for_layout(loaded, settings.layout)
+        self.questions: dict[str, GoldQuestion] = {q.id: q for q in loaded}
         self.price = price_for(settings.model, load_prices(settings.prices))  # fail fast
         name = settings.adapter or ""
         preflight.check_extras(name)

@@ -13,6 +13,7 @@ and quotes at most a few dozen characters of a bad value.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -217,3 +218,23 @@ def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestio
     if not questions:
         raise QuestionFileError(str(folder), None, None, "holds no question files (*.yaml)")
     return [questions[k] for k in sorted(questions)]
+
+
+def citus_golds() -> dict[str, tuple[str, str]]:
+    """The built-in questions' Citus-valid gold SQL: ``{id: (gold_sql, reason)}``, from
+    ``heron_data/citus_golds.yaml`` (trusted; see its header and docs/citus.md)."""
+    text = resources.files("heron_data").joinpath("citus_golds.yaml").read_text("utf-8")
+    doc = yaml.safe_load(text) or {}
+    return {str(k): (str(v["gold_sql"]), str(v["reason"])) for k, v in doc.items()}
+
+
+def for_layout(questions: list[GoldQuestion], layout: str) -> list[GoldQuestion]:
+    """The built-in questions as scored on ``layout``: on ``citus``, the questions
+    :func:`citus_golds` lists get their Citus-valid gold; the others, and every question on
+    ``standard``, are returned as they are."""
+    if layout != "citus":
+        return questions
+    golds = citus_golds()
+    return [
+        dataclasses.replace(q, gold_sql=golds[q.id][0]) if q.id in golds else q for q in questions
+    ]

@@ -367,7 +367,8 @@ def _lease_key(role: str) -> int:
 
 def _drop_role(server_dsn: str, state_dsn: str | None, role: str) -> None:
     """Drop an adapter role with its privileges (in its state database and on shared objects)."""
-    for dsn in [d for d in (state_dsn, server_dsn) if d]:
+    # one pass when they are the same (a citus state's roles are managed through it)
+    for dsn in dict.fromkeys(d for d in (state_dsn, server_dsn) if d):
         with (
             contextlib.suppress(psycopg.OperationalError),
             psycopg.connect(dsn, autocommit=True) as conn,

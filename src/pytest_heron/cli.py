@@ -77,10 +77,11 @@ def _checksum(args: argparse.Namespace) -> int:
     import psycopg
 
     from pytest_heron.database.checksum import table_checksums, total_line
-    from pytest_heron.database.states import state_name
+    from pytest_heron.database.states import citus_state_name, state_name
     from pytest_heron.generate import load_bundle
 
-    database = args.database or state_name(args.scale, args.seed)
+    named = citus_state_name if args.layout == "citus" else state_name
+    database = args.database or named(args.scale, args.seed)
     server = _server(args.dsn)
     try:
         with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
@@ -332,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--database", help="the database to checksum")
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
+    check.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="standard",
+        help="with --scale: the state of this key layout (default: standard)",
+    )
     check.set_defaults(func=_checksum)
 
     runner = sub.add_parser(

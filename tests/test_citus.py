@@ -1,5 +1,6 @@
-"""The ``citus`` key layout: the pure rewrites, the printed script, and a tiny seed with the
-composite keys (distribution skipped: there is no Citus here) checked on the live catalog."""
+"""The ``citus`` key layout: the pure rewrites, the printed script, the Citus-valid golds, and a
+tiny seed with the composite keys (distribution skipped) checked on the live catalog of plain
+PostgreSQL. The same on a real cluster: tests/test_citus_cluster.py (``pytest -m citus``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pytest_heron.core.errors import BackendError, SpecError
 from pytest_heron.database.checksum import table_checksums
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import State, ensure_state
+from pytest_heron.dataset.questions import citus_golds, for_layout, load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import (
     Placement,
@@ -24,6 +26,7 @@ from pytest_heron.generate.citus import (
     rewrite_fk,
     rewrite_index,
     rewrite_key,
+    shard_count,
 )
 from pytest_heron.generate.load import ddl_script
 
@@ -287,3 +290,28 @@ def test_schemas_heron_did_not_build_are_never_dropped(server: Server) -> None:
             assert conn.execute("SELECT to_regclass('core.mine') IS NOT NULL").fetchone() == (True,)
     finally:
         _drop(server, name)
+
+
+def test_citus_golds_only_add_tenant_conditions() -> None:
+    """Each Citus-valid gold is one of the built-in questions, says why, and only adds
+    ``tenant_id`` equalities (its results equal the original's: see the file's header)."""
+    questions = load_questions()
+    golds = citus_golds()
+    assert golds and set(golds) <= {q.id for q in questions}
+    swapped = {q.id: q.gold_sql for q in for_layout(questions, "citus")}
+    assert for_layout(questions, "standard") == questions
+    for q in questions:
+        if q.id not in golds:
+            assert swapped[q.id] == q.gold_sql
+            continue
+        sql, reason = golds[q.id]
+        assert swapped[q.id] == sql != q.gold_sql and "tenant_id" in reason
+        added = sql.count(".tenant_id = ") - q.gold_sql.count(".tenant_id = ")
+        assert added >= 1, q.id
+
+
+def test_shard_counts_and_the_anchor_statement() -> None:
+    assert shard_count("tiny") < shard_count("small") < shard_count("bench") == 32
+    place = classify({"a.y": ["tenant_id"], "b.x": ["tenant_id"]})
+    first = distribution_statements(place, 4)[1]
+    assert first.endswith("colocate_with => 'none', shard_count => 4);")

@@ -40,7 +40,6 @@ PRINTF = (
 )
 # command -> the test that runs it for real (below, or elsewhere at tiny scale)
 RUN = {
-    "heron ddl --layout citus > heron_citus.sql": "test_cheap_commands_run",
     "heron seed --scale tiny --seed 42": "test_cheap_commands_run",
     "heron checksum --scale tiny --seed 42": "test_cheap_commands_run",
     PRINTF: "test_the_predictions_example_scores_a_subset",
@@ -77,13 +76,6 @@ NOT_RUN = {
         "pytest --heron-adapter=gold --heron-scale=bench "
         '--heron-dsn "postgresql://user:pw@dbhost/postgres"'
     ): "bench scale on the reader's server; gold runs at tiny in test_plugin.py",
-    (
-        "heron seed --layout citus --scale bench --seed 42 --database heron_bench "
-        '--dsn "postgresql://user:pw@coordinator-host/postgres" --jobs 8'
-    ): (
-        "needs a Citus cluster (none here); the citus layout seeds without distribution in "
-        "test_citus.py"
-    ),
     "export OPENAI_API_KEY=sk-...": "a placeholder key",
     (
         "pytest --heron-adapter=raw-llm --heron-endpoint=https://api.openai.com/v1 "
@@ -229,7 +221,6 @@ def test_cheap_commands_run(tmp_path: Path) -> None:
         )
         assert result.returncode == 0, (command, result.stderr[-2000:])
         done[command] = result.stdout
-    assert "create_distributed_table" in (tmp_path / "heron_citus.sql").read_text()
     seeded = json.loads(done["heron seed --scale tiny --seed 42"].strip().splitlines()[-1])
     assert seeded["tables"] == 211 and seeded["database"].startswith("heron_tiny_42_")
     total = done["heron checksum --scale tiny --seed 42"].strip().splitlines()[-1]

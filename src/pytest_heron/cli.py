@@ -79,10 +79,11 @@ def _runner(args: argparse.Namespace) -> int:
 def _checksum(args: argparse.Namespace) -> int:
     import psycopg
 
-    from pytest_heron.database import state_name, table_checksums, total_line
+    from pytest_heron.database import citus_state_name, state_name, table_checksums, total_line
     from pytest_heron.generate import load_bundle
 
-    database = args.database or state_name(args.scale, args.seed)
+    named = citus_state_name if args.layout == "citus" else state_name
+    database = args.database or named(args.scale, args.seed)
     server = _server(args.dsn)
     try:
         with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
@@ -378,7 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
     seed.add_argument("--scale", choices=SCALES, required=True)
     seed.add_argument("--seed", type=int, required=True)
     seed.add_argument("--dsn", help="a server to build on (default: the embedded server)")
-    seed.add_argument("--database", help="database name (default: heron_<scale>_<seed>_<ver>)")
+    seed.add_argument(
+        "--database",
+        help="database name (default: heron_<scale>_<seed>_<ver>, with _citus after it for"
+        " --layout citus)",
+    )
     seed.add_argument("--jobs", type=int, default=1, help="parallel load processes (default: 1)")
     seed.add_argument("--replace", action="store_true", help="rebuild even if a valid one exists")
     seed.add_argument(
@@ -386,7 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
         choices=LAYOUTS,
         default="standard",
         help="key layout; citus: composite (tenant_id, id) keys, tables distributed by tenant_id,"
-        " seeded into the existing --database on a Citus coordinator (default: standard)",
+        " on a Citus coordinator (--dsn); a missing database is created on every node"
+        " (default: standard)",
     )
     seed.set_defaults(func=_seed)
 
@@ -400,6 +406,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--database", help="the database to checksum")
     target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
     check.add_argument("--seed", type=int)
+    check.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="standard",
+        help="with --scale: the state of this key layout (default: standard)",
+    )
     check.set_defaults(func=_checksum)
 
     var = sub.add_parser(
@@ -551,11 +563,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--count must be 1 to 100")
     if args.command == "seed" and args.jobs < 1:
         parser.error("--jobs must be at least 1")
-    if args.command == "seed" and args.layout == "citus" and not args.database:
-        parser.error(
-            "--layout citus needs --database: an existing database prepared on the Citus"
-            " coordinator and every worker (see docs/citus.md)"
-        )
     try:
         return int(args.func(args))
     except HeronError as exc:  # may quote a file from elsewhere: shown escaped

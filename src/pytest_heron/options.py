@@ -20,6 +20,7 @@ from pytest_heron.core.types import DEFAULT_STATEMENT_TIMEOUT_S, DEFAULT_TIMEOUT
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 AGENT_MODES = ("tools", "grammar")
+LAYOUTS = ("standard", "citus")  # as pytest_heron.generate.citus.LAYOUTS (not imported here)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,13 @@ OPTIONS: tuple[Option, ...] = (
         "auto",
         "where PostgreSQL comes from: auto, embedded, docker or dsn (default: auto)",
         "KIND",
+    ),
+    Option(
+        "heron-layout",
+        "standard",
+        "key layout of the states: standard, or citus (tables distributed by tenant_id on the "
+        "Citus coordinator --heron-dsn points at) (default: standard)",
+        "LAYOUT",
     ),
     Option(
         "heron-dsn",
@@ -228,6 +236,7 @@ class Settings:
     states: int = 3
     backend: str = "auto"
     dsn: str | None = None
+    layout: str = "standard"
     questions: Path | None = None
     output: Path | None = None
     report: Path | None = None
@@ -373,6 +382,11 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
             "--heron-adapter=cli needs the command to run: add --heron-cli-cmd='mytool --json' "
             "(it gets each question as JSON on stdin and prints SQL)"
         )
+    layout = _choice("heron-layout", raw["heron-layout"], LAYOUTS)
+    if layout == "citus" and not dsn:
+        raise ConfigError(
+            "--heron-layout=citus needs --heron-dsn (or HERON_DSN): the Citus coordinator"
+        )
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
     return Settings(
@@ -382,6 +396,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         states=_number("heron-states", raw["heron-states"], int, minimum=1),
         backend=backend,
         dsn=dsn,
+        layout=layout,
         questions=_absolute(questions),
         output=_absolute(output),
         report=_absolute(raw["heron-report"]),

@@ -40,7 +40,7 @@ from pytest_heron.core.errors import (
 from pytest_heron.core.paths import cache_dir
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
 from pytest_heron.database import Server, State, StateRef, choose, ensure_state, seed_jobs, start
-from pytest_heron.dataset import GoldQuestion, load_questions, questions_digest
+from pytest_heron.dataset import GoldQuestion, for_layout, load_questions, questions_digest
 from pytest_heron.generate import load_bundle
 from pytest_heron.options import Settings
 from pytest_heron.results import (
@@ -100,9 +100,10 @@ class HeronRun:
         self.settings = settings
         self.hook = hook
         self.rootdir = (rootdir or Path.cwd()).absolute()
-        self.questions: dict[str, GoldQuestion] = {
-            q.id: q for q in load_questions(settings.questions)
-        }
+        loaded = load_questions(settings.questions)
+        if settings.questions is None:  # the built-in set has Citus-valid golds where needed
+            loaded = for_layout(loaded, settings.layout)
+        self.questions: dict[str, GoldQuestion] = {q.id: q for q in loaded}
         # with --heron-variants the public questions are the parents; the variants replace
         # them once the states exist (they are audited there), under ids known now
         self.parents = dict(self.questions)
@@ -206,6 +207,7 @@ class HeronRun:
                     jobs=seed_jobs(),
                     progress=progress,
                     adapter=not built,
+                    layout=s.layout,
                 )
             )
         self.states = [st.ref() for st in built]
@@ -295,6 +297,8 @@ class HeronRun:
             schemas=_int_or_none(manifest.get("schemas")),
             rows=_int_or_none(manifest.get("rows")),
             backend=backend,
+            layout=s.layout,
+            nodes=_int_or_none(manifest.get("nodes")) if s.layout != "standard" else None,
             postgres_version=str(row[0]) if row else None,
             heron_version=__version__,
             data_version=load_bundle().data_version,

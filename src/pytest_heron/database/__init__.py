@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_heron.database.server import start as start
     from pytest_heron.database.states import State as State
     from pytest_heron.database.states import StateRef as StateRef
+    from pytest_heron.database.states import citus_state_name as citus_state_name
     from pytest_heron.database.states import ensure_state as ensure_state
     from pytest_heron.database.states import seed_jobs as seed_jobs
     from pytest_heron.database.states import state_name as state_name
@@ -38,6 +39,7 @@ _DOOR = {
     "StateRef": "states",
     "by_column": "introspect",
     "choose": "server",
+    "citus_state_name": "states",
     "column_pairs": "introspect",
     "embedded": "server",
     "ensure_state": "states",

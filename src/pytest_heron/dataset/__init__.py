@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_heron.dataset.params import render as render
     from pytest_heron.dataset.params import text as text
     from pytest_heron.dataset.questions import GoldQuestion as GoldQuestion
+    from pytest_heron.dataset.questions import for_layout as for_layout
     from pytest_heron.dataset.questions import load_questions as load_questions
     from pytest_heron.dataset.questions import questions_digest as questions_digest
 
@@ -28,6 +29,7 @@ _DOOR = {
     "defaults": "params",
     "draw_values": "params",
     "first_sentence": "catalogue",
+    "for_layout": "questions",
     "load_questions": "questions",
     "parse_ddl": "catalogue",
     "questions_digest": "questions",

@@ -13,6 +13,7 @@ and quotes at most a few dozen characters of a bad value.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable, Mapping
@@ -293,3 +294,23 @@ def questions_digest(questions: Mapping[str, GoldQuestion]) -> str:
     for q in questions.values():
         digest.update(f"{q.id}\x1f{q.gold_sql}\x1e".encode())
     return digest.hexdigest()[:16]
+
+
+def citus_golds() -> dict[str, tuple[str, str]]:
+    """The built-in questions' Citus-valid gold SQL: ``{id: (gold_sql, reason)}``, from
+    ``heron_data/citus_golds.yaml`` (trusted; see its header and docs/citus.md)."""
+    text = resources.files("heron_data").joinpath("citus_golds.yaml").read_text("utf-8")
+    doc = yaml.safe_load(text) or {}
+    return {str(k): (str(v["gold_sql"]), str(v["reason"])) for k, v in doc.items()}
+
+
+def for_layout(questions: list[GoldQuestion], layout: str) -> list[GoldQuestion]:
+    """The built-in questions as scored on ``layout``: on ``citus``, the questions
+    :func:`citus_golds` lists get their Citus-valid gold; the others, and every question on
+    ``standard``, are returned as they are."""
+    if layout != "citus":
+        return questions
+    golds = citus_golds()
+    return [
+        dataclasses.replace(q, gold_sql=golds[q.id][0]) if q.id in golds else q for q in questions
+    ]

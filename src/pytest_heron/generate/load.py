@@ -318,6 +318,11 @@ class _Schedule:
         self.running[table].remove(exclusive)
 
 
+# Joins the statements one lane runs together on one table (a table's keys): a newline never
+# occurs inside our one-line statements.
+_GROUP = ";\n"
+
+
 def _parallel(dsn: str, statements: list[str], lanes: int) -> None:
     """Run statements on up to ``lanes`` connections, each lane taking the next statement from
     a shared :class:`_Schedule`, so lanes never queue on each other's table locks."""
@@ -341,7 +346,10 @@ def _parallel(dsn: str, statements: list[str], lanes: int) -> None:
             while (got := take()) is not None:
                 stmt, table, exclusive = got
                 try:
-                    conn.execute(stmt)
+                    # one statement per execute: Citus forwards a statement to the workers as a
+                    # prepared statement, which cannot hold several commands
+                    for part in stmt.split(_GROUP):
+                        conn.execute(part)
                 finally:
                     with ready:
                         schedule.finish(table, exclusive)
@@ -413,7 +421,7 @@ def seed_database(
                     f"citus: {len(place.reference)} reference tables,"
                     f" {len(place.distributed)} tables distributed by tenant_id"
                 )
-                for stmt in citus.distribution_statements(place):
+                for stmt in citus.distribution_statements(place, citus.shard_count(scale)):
                     conn.execute(stmt)
     say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
     tasks = _tasks(gen, per_task=max(CHUNK_ROWS, 4 * CHUNK_ROWS))
@@ -454,7 +462,7 @@ def seed_database(
         # needs only the rows, so it comes last in the same queue and fills the lanes while the
         # largest tables' indexes finish.
         analyze = _by_cost([f"ANALYZE {fq}" for fq in counts], counts)
-        build = _by_cost([";".join(k) for k in keys.values()] + indexes, counts)
+        build = _by_cost([_GROUP.join(k) for k in keys.values()] + indexes, counts)
         _parallel(dsn, build + analyze, 2 * jobs)
         # Adding a foreign key NOT VALID is instant (one transaction for all of them);
         # validations of different tables do not conflict, so they run in parallel (pg_restore

@@ -45,6 +45,9 @@ class Conditions:
     schemas: int | None = None
     rows: int | None = None
     backend: str | None = None
+    # the states' key layout (--heron-layout) and, for citus, the cluster's primary nodes
+    layout: str = field(default="standard", metadata=_IDENTITY)
+    nodes: int | None = None
     postgres_version: str | None = None
     heron_version: str | None = field(default=None, metadata=_IDENTITY)
     data_version: str | None = field(default=None, metadata=_IDENTITY)
@@ -82,6 +85,8 @@ class Conditions:
             value = self.to_json()[f.name]
             if f.name == "variants" and value is None:
                 continue  # journals written before variants existed still resume
+            if f.name == "layout" and value == "standard":
+                continue  # journals written before layouts existed resume as they did
             if f.name == "adapter_conditions":
                 out.update(value)
             elif f.name == "questions_digest":
@@ -124,6 +129,8 @@ class Conditions:
             schemas=r.opt_integer("schemas"),
             rows=r.opt_integer("rows"),
             backend=r.opt_text("backend"),
+            layout=r.opt_text("layout") or "standard",
+            nodes=r.opt_integer("nodes"),
             postgres_version=r.opt_text("postgres_version"),
             heron_version=r.opt_text("heron_version"),
             data_version=r.opt_text("data_version"),

@@ -41,9 +41,16 @@ def conditions_line(c: Conditions) -> str:
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
         + (f" ({c.subset_note})" if c.subset_note else "")
-        + f" backend={c.backend} postgres={c.postgres_version}"
+        + f" backend={c.backend}{_layout(c)} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
+
+
+def _layout(c: Conditions) -> str:
+    """The key layout and node count of a run not on the standard layout."""
+    if c.layout == "standard":
+        return ""
+    return f" layout={c.layout} nodes={c.nodes if c.nodes is not None else 'n/a'}"
 
 
 def _llm(c: Conditions) -> str:

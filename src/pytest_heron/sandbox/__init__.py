@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from pytest_heron.sandbox.roles import create_adapter_role as create_adapter_role
     from pytest_heron.sandbox.roles import lock_down as lock_down
+    from pytest_heron.sandbox.roles import lock_down_citus as lock_down_citus
     from pytest_heron.sandbox.roles import prepare_scoring_role as prepare_scoring_role
     from pytest_heron.sandbox.roles import release_adapters as release_adapters
     from pytest_heron.sandbox.roles import scoring_role as scoring_role
@@ -54,6 +55,7 @@ _DOOR = {
     "close_maintenance_databases": "roles",
     "create_adapter_role": "roles",
     "lock_down": "roles",
+    "lock_down_citus": "roles",
     "parse_sql": "statement",
     "prepare_scoring_role": "roles",
     "release_adapters": "roles",

@@ -291,6 +291,63 @@ def lock_down(state_dsn: str) -> None:
             conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
 
 
+# Functions of the citus extension a reading role still needs: the executor calls them as the
+# querying role (intermediate results of subqueries and CTEs, repartition joins, distributed
+# transaction ids, EXPLAIN ANALYZE) and the planner's aggregates use them.
+CITUS_READ_FUNCTIONS = (
+    "assign_distributed_transaction_id",
+    "citus_backend_gpid",
+    "citus_calculate_gpid",
+    "citus_executor_name",
+    "citus_extradata_container",
+    "citus_is_coordinator",
+    "citus_json_concatenate",
+    "citus_json_concatenate_final",
+    "citus_jsonb_concatenate",
+    "citus_jsonb_concatenate_final",
+    "column_name_to_column",
+    "column_to_column_name",
+    "coord_combine_agg",
+    "coord_combine_agg_ffunc",
+    "coord_combine_agg_sfunc",
+    "fetch_intermediate_results",
+    "get_current_transaction_id",
+    "read_intermediate_result",
+    "read_intermediate_results",
+    "worker_hash",
+    "worker_last_saved_explain_analyze",
+    "worker_partial_agg",
+    "worker_partial_agg_ffunc",
+    "worker_partial_agg_sfunc",
+    "worker_partition_query_result",
+    "worker_save_query_explain_analyze",
+)
+
+CITUS_REVOKE_QUERY = """
+SELECT p.oid::regprocedure::text FROM pg_proc p
+JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'citus'
+WHERE p.provolatile = 'v' AND p.prokind <> 'a' AND p.prorettype <> 'trigger'::regtype
+  AND NOT p.proname = ANY(%s) AND has_function_privilege('public', p.oid, 'EXECUTE')
+ORDER BY 1
+"""
+
+
+def lock_down_citus(node_dsn: str) -> list[str]:
+    """On one node of a Citus cluster (the state database there): the revocations of
+    :func:`lock_down`, and EXECUTE revoked from PUBLIC on every volatile function of the citus
+    extension but :data:`CITUS_READ_FUNCTIONS` (``run_command_on_workers``, ``citus_add_node``,
+    ``master_*``, ``create_distributed_table``, ...). Idempotent; returns what it revoked now."""
+    lock_down(node_dsn)
+    with psycopg.connect(node_dsn, autocommit=True) as conn:
+        # Citus would propagate a REVOKE on a distributed object; each node is done here.
+        conn.execute("SET citus.enable_ddl_propagation = off")
+        rows = conn.execute(CITUS_REVOKE_QUERY, (list(CITUS_READ_FUNCTIONS),)).fetchall()
+        for (signature,) in rows:
+            conn.execute(f"REVOKE EXECUTE ON ROUTINE {signature} FROM PUBLIC")
+    return [str(r[0]) for r in rows]
+
+
 # -- adapter roles --------------------------------------------------------------------------
 
 
@@ -310,7 +367,8 @@ def _lease_key(role: str) -> int:
 
 def _drop_role(server_dsn: str, state_dsn: str | None, role: str) -> None:
     """Drop an adapter role with its privileges (in its state database and on shared objects)."""
-    for dsn in [d for d in (state_dsn, server_dsn) if d]:
+    # one pass when they are the same (a citus state's roles are managed through it)
+    for dsn in dict.fromkeys(d for d in (state_dsn, server_dsn) if d):
         with (
             contextlib.suppress(psycopg.OperationalError),
             psycopg.connect(dsn, autocommit=True) as conn,

@@ -12,6 +12,7 @@ is printed too.
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import subprocess
@@ -70,6 +71,8 @@ def main() -> int:
         dump_dir = Path(tempfile.mkdtemp(prefix="heron-bench-")) / "dump"
         params = psycopg.conninfo.conninfo_to_dict(server.dsn(seeded))
         host, user = str(params.get("host", "")), str(params.get("user", "postgres"))
+        # The embedded server asks for a password on every connection (see DECISIONS.md).
+        env = {**os.environ, "PGPASSWORD": str(params.get("password", ""))}
         subprocess.run(
             [
                 _bin("pg_dump"),
@@ -85,12 +88,14 @@ def main() -> int:
                 seeded,
             ],
             check=True,
+            env=env,
         )
         _recreate(server.admin_dsn, restored)
         started = time.perf_counter()
         subprocess.run(
             [_bin("pg_restore"), "-h", host, "-U", user, "-j", "2", "-d", restored, str(dump_dir)],
             check=True,
+            env=env,
         )
         with psycopg.connect(server.dsn(restored), autocommit=True) as conn:
             conn.execute("ANALYZE")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from pytest_heron.errors import SpecError
 from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
-from pytest_heron.generate.spec import Bundle, _column, _table
+from pytest_heron.generate.spec import SAFE_LOADER, Bundle, _column, _load_bundle, _table
 
 
 @given(st.integers(0, 2**31), st.integers(0, 10**9), st.integers(1, 500))
@@ -69,6 +69,16 @@ def test_skewed_stays_in_range_and_favours_low_indexes(seed: int, n: int, s: flo
     assert idx.min() >= 0 and idx.max() < n
     if n >= 10:
         assert (idx < n // 2).mean() > 0.5
+
+
+def test_the_c_yaml_loader_reads_the_same_bundle_as_the_pure_python_one() -> None:
+    import yaml
+
+    assert SAFE_LOADER is yaml.CSafeLoader  # libyaml is installed here: the fast path is tested
+    pure = _load_bundle(yaml.SafeLoader)
+    fast = load_bundle()
+    assert fast == pure and repr(fast) == repr(pure)  # repr: the same types, order and floats
+    assert fast.data_version == pure.data_version
 
 
 def test_unknown_kind_names_table_and_column() -> None:

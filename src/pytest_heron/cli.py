@@ -9,12 +9,14 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_heron.database.server import Server, embedded, from_dsn, redacted
 from pytest_heron.errors import HeronError
 from pytest_heron.generate.citus import LAYOUTS
 from pytest_heron.options import SCALES
+
+if TYPE_CHECKING:  # psycopg and the server code load only for a command that needs a server
+    from pytest_heron.database.server import Server
 
 
 def _say(msg: str) -> None:
@@ -22,10 +24,13 @@ def _say(msg: str) -> None:
 
 
 def _server(dsn: str | None) -> Server:
+    from pytest_heron.database.server import embedded, from_dsn
+
     return from_dsn(dsn) if dsn else embedded()
 
 
 def _seed(args: argparse.Namespace) -> int:
+    from pytest_heron.database.server import redacted
     from pytest_heron.database.states import ensure_state
 
     started = time.perf_counter()

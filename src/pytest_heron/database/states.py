@@ -19,6 +19,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -28,9 +29,11 @@ from pytest_heron.database.server import Server
 from pytest_heron.errors import BackendError, ConfigError
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import LAYOUTS
-from pytest_heron.generate.load import SeedResult, seed_database
 from pytest_heron.progress import Steps
 from pytest_heron.sandbox import roles
+
+if TYPE_CHECKING:  # the generator (numpy) is imported only when a state is seeded
+    from pytest_heron.generate.load import SeedResult
 
 MANIFEST_FORMAT = 1
 # How long a build waits for another process's lock on the same state (a tiny state seeds in
@@ -295,6 +298,8 @@ def ensure_state(
                     _drop_other_versions(conn, scale, seed, keep=name)
                 _create_building(server, conn, building)
                 say(f"{name}: seeding scale={scale} seed={seed}")
+                from pytest_heron.generate.load import seed_database
+
                 result = seed_database(
                     server.dsn(building),
                     scale,
@@ -442,6 +447,8 @@ def ensure_citus_state(
                     for schema in present:
                         db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
                 say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
+                from pytest_heron.generate.load import seed_database
+
                 result = seed_database(
                     server.dsn(name),
                     scale,

@@ -6,7 +6,8 @@ already seeded (the script runs it once first, untimed, to make sure). A small p
 (``-p``, written to a temporary folder) records when each stage ends, measured from just before
 the process is started:
 
-- ``plugins``: interpreter, pytest and every installed plugin imported (pytest_addoption);
+- ``plugins``: interpreter, pytest and every installed plugin imported (the first
+  pytest_configure);
 - ``configure``: the benchmark's run set up (questions, data bundle, adapter process);
 - ``states``: server attached, states found valid, every gold query planned (sessionstart);
 - ``collect``: the question items collected;
@@ -28,9 +29,13 @@ import os
 import statistics
 import subprocess
 import sys
+import re
 import tempfile
 import time
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 PROBE = '''
 import json, os, time
@@ -40,14 +45,21 @@ _OUT = os.environ["HERON_STARTUP_PROBE"]
 def _mark(name):
     _T.setdefault(name, time.time())
 
-def pytest_addoption(parser):
-    _mark("plugins")
-
 import pytest
 
-@pytest.hookimpl(trylast=True)
-def pytest_configure(config):
-    _mark("configure")
+class _First:
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_configure(self, config):
+        _mark("plugins")
+
+class _Last:
+    @pytest.hookimpl(trylast=True)
+    def pytest_configure(self, config):
+        _mark("configure")
+
+def pytest_addoption(parser, pluginmanager):
+    pluginmanager.register(_First(), "startup-probe-first")
+    pluginmanager.register(_Last(), "startup-probe-last")
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session):
@@ -66,13 +78,51 @@ def pytest_runtest_logreport(report):
 STAGES = ("plugins", "configure", "states", "collect", "first_question")
 
 
+def _name(dist: str) -> str:
+    return re.sub(r"[-_.]+", "-", dist).lower()
+
+
+def _base_install() -> set[str]:
+    """The distributions ``pip install pytest-heron`` brings (no extras), by normalised name."""
+    found: set[str] = set()
+    todo = ["pytest-heron"]
+    while todo:
+        name = _name(todo.pop())
+        if name in found:
+            continue
+        found.add(name)
+        try:
+            requires = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for line in requires:
+            req = Requirement(line)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(req.name)
+    return found
+
+
+def _foreign_plugins() -> list[str]:
+    """``-p no:NAME`` for every pytest plugin installed here that the base install lacks (this
+    venv has the test and every adapter extra: hypothesis, langsmith via langchain, anyio)."""
+    base = _base_install()
+    blocked = []
+    for ep in sorted(metadata.entry_points(group="pytest11"), key=lambda e: e.name):
+        dist = ep.dist.name if ep.dist is not None else ""
+        if _name(dist) not in base:
+            blocked += ["-p", f"no:{ep.name}"]
+    return blocked
+
+
 def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     return time.perf_counter() - started, done
 
 
-def _session(env: dict[str, str], cwd: Path, probe_out: Path) -> dict[str, float]:
+def _session(
+    env: dict[str, str], cwd: Path, probe_out: Path, extra: list[str]
+) -> dict[str, float]:
     """One warm session's stage end times, in seconds from just before the process started."""
     probe_out.unlink(missing_ok=True)
     cmd = [
@@ -88,6 +138,7 @@ def _session(env: dict[str, str], cwd: Path, probe_out: Path) -> dict[str, float
         "-k",
         "q001",
         "-q",
+        *extra,
     ]
     started = time.time()
     wall, done = _timed(cmd, env, cwd)
@@ -113,15 +164,24 @@ def main() -> int:
         "HERON_STARTUP_PROBE": str(probe_out),
         "HERON_AUTO_DOCKER": "0",  # the embedded server, as on a machine without Docker
     }
+    # Python's default, as a user has it: compiled modules (and pytest's rewritten plugin
+    # modules) are cached in __pycache__ after the first run.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    foreign = _foreign_plugins()
     heron = [sys.executable, "-m", "pytest_heron.cli"]
     if Path(sys.executable).with_name("heron").exists():
         heron = [str(Path(sys.executable).with_name("heron"))]
 
-    _session(env, work, probe_out)  # warm: the tiny state is seeded if it was not
-    reference, sessions, helps, usages = [], [], [], []
+    _session(env, work, probe_out, [])  # warm: the tiny state is seeded if it was not
+    reference: list[float] = []
+    sessions: list[dict[str, float]] = []
+    installed: list[dict[str, float]] = []
+    helps: list[float] = []
+    usages: list[float] = []
     for _ in range(args.repeat):  # interleaved, so a load change hits every measurement alike
         reference.append(_timed([sys.executable, "-c", "import pytest"], env, work)[0])
-        sessions.append(_session(env, work, probe_out))
+        sessions.append(_session(env, work, probe_out, foreign))
+        installed.append(_session(env, work, probe_out, []))
         helps.append(_timed([*heron, "--help"], env, work)[0])
         wall, done = _timed([*heron, "seed", "--scale", "nope"], env, work)
         if done.returncode == 0:
@@ -132,14 +192,18 @@ def main() -> int:
     stage = {name: statistics.median(s[name] for s in sessions) for name in (*STAGES, "exit")}
     print(f"cpus={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} repeat={args.repeat}")
     print(f"import_pytest_s={ref:.3f}")
+    print(f"plugins left out (not in the base install): {' '.join(foreign[1::2]) or 'none'}")
     print("session breakdown (median seconds, stage ends / stage length):")
     previous = 0.0
     for name in (*STAGES, "exit"):
         print(f"  {name:<15} {stage[name]:6.3f}  +{stage[name] - previous:6.3f}")
         previous = stage[name]
     first = stage["first_question"]
+    with_all = statistics.median(s["first_question"] for s in installed)
+    print(f"first_question_s_every_plugin_here={with_all:.3f} ratio={with_all / ref:.2f}")
     help_s, usage_s = statistics.median(helps), statistics.median(usages)
-    print(f"first_question_runs={' '.join(f'{s['first_question']:.2f}' for s in sessions)}")
+    runs = " ".join(f"{s['first_question']:.2f}" for s in sessions)
+    print(f"first_question_runs={runs}")
     print(f"heron_help_s={help_s:.3f} ratio={help_s / ref:.2f}")
     print(f"heron_usage_error_s={usage_s:.3f} ratio={usage_s / ref:.2f}")
     print(f"first_question_ratio={first / ref:.2f}")

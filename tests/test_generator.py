@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -71,14 +72,24 @@ def test_skewed_stays_in_range_and_favours_low_indexes(seed: int, n: int, s: flo
         assert (idx < n // 2).mean() > 0.5
 
 
-def test_the_c_yaml_loader_reads_the_same_bundle_as_the_pure_python_one() -> None:
+def test_every_way_of_reading_heron_data_gives_the_same_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import yaml
 
     assert SAFE_LOADER is yaml.CSafeLoader  # libyaml is installed here: the fast path is tested
-    pure = _load_bundle(yaml.SafeLoader)
-    fast = load_bundle()
-    assert fast == pure and repr(fast) == repr(pure)  # repr: the same types, order and floats
-    assert fast.data_version == pure.data_version
+    monkeypatch.setenv("HERON_CACHE_DIR", str(tmp_path))
+    read = _load_bundle.__wrapped__  # past the per-process cache
+    pure = read(yaml.SafeLoader, False)
+    fast = read(SAFE_LOADER, False)
+    written = read(SAFE_LOADER, True)  # parses, then writes the disk cache
+    (cached,) = (tmp_path / "parsed").iterdir()
+    from_disk = read(SAFE_LOADER, True)
+    for other in (fast, written, from_disk, load_bundle()):
+        assert other == pure and repr(other) == repr(pure)  # repr: same types, order, floats
+    cached.write_bytes(b"not marshal")  # a broken cache file is parsed again, not trusted
+    assert read(SAFE_LOADER, True) == pure
+    assert cached.read_bytes() != b"not marshal"  # and rewritten
 
 
 def test_unknown_kind_names_table_and_column() -> None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
-import re
 import tempfile
 import time
 from importlib import metadata
@@ -37,7 +37,7 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 
-PROBE = '''
+PROBE = """
 import json, os, time
 _T = {}
 _OUT = os.environ["HERON_STARTUP_PROBE"]
@@ -73,7 +73,7 @@ def pytest_runtest_logreport(report):
         _mark("first_question")
         with open(_OUT, "w") as f:
             json.dump(_T, f)
-'''
+"""
 
 STAGES = ("plugins", "configure", "states", "collect", "first_question")
 
@@ -114,15 +114,15 @@ def _foreign_plugins() -> list[str]:
     return blocked
 
 
-def _timed(cmd: list[str], env: dict[str, str], cwd: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+def _timed(
+    cmd: list[str], env: dict[str, str], cwd: Path
+) -> tuple[float, subprocess.CompletedProcess[str]]:
     started = time.perf_counter()
     done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     return time.perf_counter() - started, done
 
 
-def _session(
-    env: dict[str, str], cwd: Path, probe_out: Path, extra: list[str]
-) -> dict[str, float]:
+def _session(env: dict[str, str], cwd: Path, probe_out: Path, extra: list[str]) -> dict[str, float]:
     """One warm session's stage end times, in seconds from just before the process started."""
     probe_out.unlink(missing_ok=True)
     cmd = [

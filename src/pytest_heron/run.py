@@ -20,6 +20,7 @@ import os
 import platform
 import sys
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -186,20 +187,29 @@ class HeronRun:
 
     def _check_gold(self) -> None:
         """Every gold query plans on every state (``EXPLAIN``, nothing executed), so a question
-        set or a state that cannot work fails once, before the first question, not 100 times."""
-        problems: list[str] = []
+        set or a state that cannot work fails once, before the first question, not 100 times.
+
+        One read-only autocommit session per state, the states checked in parallel, one round
+        trip per query (a failed EXPLAIN ends only its own implicit transaction)."""
         limit = max(1, int(self.settings.statement_timeout * 1000))
-        for state in self.states:
-            with psycopg.connect(state.admin_dsn, autocommit=False) as conn:
-                conn.read_only = True
-                for q in self.questions.values():
+        questions = list(self.questions.values())
+
+        def check(state: StateRef) -> list[str]:
+            found: list[str] = []
+            with psycopg.connect(state.admin_dsn, autocommit=True) as conn:
+                conn.execute(
+                    f"SET default_transaction_read_only = on; SET statement_timeout = {limit}"
+                )
+                for q in questions:
                     try:
-                        conn.execute(f"SET LOCAL statement_timeout = {limit}")
                         conn.execute("EXPLAIN " + q.gold_sql.strip().rstrip(";"))
                     except psycopg.Error as exc:
                         first = (exc.diag.message_primary or str(exc)).strip()[:200]
-                        problems.append(f"{q.id} on seed {state.seed}: {first}")
-                    conn.rollback()
+                        found.append(f"{q.id} on seed {state.seed}: {first}")
+            return found
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.states))) as pool:
+            problems = [p for found in pool.map(check, self.states) for p in found]
         if problems:
             shown = "; ".join(problems[:5]) + (
                 f"; and {len(problems) - 5} more" if len(problems) > 5 else ""

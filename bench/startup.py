@@ -124,7 +124,9 @@ def _timed(
     return time.perf_counter() - started, done
 
 
-def _session(env: dict[str, str], cwd: Path, probe_out: Path, extra: list[str]) -> dict[str, float]:
+def _session(
+    env: dict[str, str], cwd: Path, probe_out: Path, extra: list[str], warm: bool = True
+) -> dict[str, float]:
     """One warm session's stage end times, in seconds from just before the process started."""
     probe_out.unlink(missing_ok=True)
     cmd = [

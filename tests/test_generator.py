@@ -79,7 +79,7 @@ def test_every_way_of_reading_heron_data_gives_the_same_bundle(
 
     assert SAFE_LOADER is yaml.CSafeLoader  # libyaml is installed here: the fast path is tested
     monkeypatch.setenv("HERON_CACHE_DIR", str(tmp_path))
-    read = _load_bundle.__wrapped__  # past the per-process cache
+    read = _load_bundle  # load_bundle() without its per-process cache
     pure = read(yaml.SafeLoader, False)
     fast = read(SAFE_LOADER, False)
     written = read(SAFE_LOADER, True)  # parses, then writes the disk cache

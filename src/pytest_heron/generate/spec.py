@@ -211,13 +211,13 @@ def split_ddl(text: str, where: str) -> tuple[str, str]:
     return "\n".join(lines[:i]) + "\n", "\n".join(lines[i + 1 :]) + "\n"
 
 
+@cache
 def load_bundle() -> Bundle:
     """Read and validate everything in ``heron_data`` (cached per process, and its parsed YAML
     cached on disk: see :func:`_parsed`)."""
     return _load_bundle(SAFE_LOADER)
 
 
-@cache
 def _load_bundle(loader: type[yaml.SafeLoader], disk: bool = True) -> Bundle:
     """The bundle read with ``loader``, its YAML taken from the disk cache when ``disk`` (a
     test reads it every way and compares)."""

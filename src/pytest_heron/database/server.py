@@ -6,6 +6,7 @@ what was started. States are databases on that server (see :mod:`pytest_heron.da
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -97,7 +98,8 @@ def embedded(data_dir: Path | None = None) -> Server:
         if not attached:
             with type(server)._lock:  # initdb (once), then heron's settings, before it starts
                 server.ensure_pgdata_inited()
-                _configure(pgdata)
+                with contextlib.suppress(OSError):  # a speed-up only: never a reason to fail
+                    _configure(pgdata)
             server.start()
     except Exception as exc:
         log = pgdata / "log"

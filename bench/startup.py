@@ -149,9 +149,8 @@ def _session(
     if done.returncode != 0 or not probe_out.exists():
         sys.exit(f"the session failed ({done.returncode}):\n{done.stdout[-3000:]}{done.stderr}")
     marks = json.loads(probe_out.read_text())
-    if warm and marks["generator_loaded"]:
-        sys.exit("the warm session imported the generator (pytest_heron.generate.columns)")
     out = {name: marks[name] - started for name in STAGES}
+    out["generator_loaded"] = float(warm and marks["generator_loaded"])
     out["exit"] = wall
     return out
 
@@ -210,7 +209,8 @@ def main() -> int:
     help_s, usage_s = statistics.median(helps), statistics.median(usages)
     runs = " ".join(f"{s['first_question']:.2f}" for s in sessions)
     print(f"first_question_runs={runs}")
-    print("generator imported by a warm session: no (checked in every run)")
+    loaded = sum(s["generator_loaded"] for s in [*sessions, *installed])
+    print(f"warm sessions that imported the generator: {loaded:.0f} of {2 * args.repeat}")
     print(f"heron_help_s={help_s:.3f} ratio={help_s / ref:.2f}")
     print(f"heron_usage_error_s={usage_s:.3f} ratio={usage_s / ref:.2f}")
     print(f"first_question_ratio={first / ref:.2f}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from pytest_heron.core.errors import SpecError
 from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
-from pytest_heron.generate.spec import Bundle, _column, _table
+from pytest_heron.generate.spec import SAFE_LOADER, Bundle, _column, _load_bundle, _table
 
 
 @given(st.integers(0, 2**31), st.integers(0, 10**9), st.integers(1, 500))
@@ -69,6 +70,26 @@ def test_skewed_stays_in_range_and_favours_low_indexes(seed: int, n: int, s: flo
     assert idx.min() >= 0 and idx.max() < n
     if n >= 10:
         assert (idx < n // 2).mean() > 0.5
+
+
+def test_every_way_of_reading_heron_data_gives_the_same_bundle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    assert SAFE_LOADER is yaml.CSafeLoader  # libyaml is installed here: the fast path is tested
+    monkeypatch.setenv("HERON_CACHE_DIR", str(tmp_path))
+    read = _load_bundle  # load_bundle() without its per-process cache
+    pure = read(yaml.SafeLoader, False)
+    fast = read(SAFE_LOADER, False)
+    written = read(SAFE_LOADER, True)  # parses, then writes the disk cache
+    (cached,) = (tmp_path / "parsed").iterdir()
+    from_disk = read(SAFE_LOADER, True)
+    for other in (fast, written, from_disk, load_bundle()):
+        assert other == pure and repr(other) == repr(pure)  # repr: same types, order, floats
+    cached.write_bytes(b"not marshal")  # a broken cache file is parsed again, not trusted
+    assert read(SAFE_LOADER, True) == pure
+    assert cached.read_bytes() != b"not marshal"  # and rewritten
 
 
 def test_unknown_kind_names_table_and_column() -> None:

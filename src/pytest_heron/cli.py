@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_heron import __version__
 from pytest_heron.core.errors import HeronError
@@ -19,12 +19,16 @@ from pytest_heron.database import Server, embedded, from_dsn, redacted
 from pytest_heron.generate import LAYOUTS
 from pytest_heron.options import SCALES
 
+if TYPE_CHECKING:  # psycopg and the server code load only for a command that needs a server
+    from pytest_heron.database import Server
+
 
 def _say(msg: str) -> None:
     print(f"heron: {msg}", file=sys.stderr, flush=True)
 
 
 def _server(dsn: str | None) -> Server:
+
     return from_dsn(dsn) if dsn else embedded()
 
 

@@ -64,6 +64,8 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{marker}: pytest-heron question tag")
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(HeronPlugin(config, run), "heron-run")
+    if not _is_worker(config):
+        run.prestart()  # the server starts while pytest finishes configuring
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(run), "heron-xdist")
 

@@ -14,11 +14,13 @@ through ``workerinput`` and only answers questions. The stages it drives, in ord
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
 import sys
 from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, replace
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -179,6 +181,7 @@ class HeronRun:
         self.compare_failures: list[str] = []
         self.compare_error: str | None = None
         self.server: Server | None = None
+        self._pending: Future[tuple[str, Server]] | None = None  # see prestart()
         self.states: list[StateRef] = []
         self.conditions: Conditions | None = None
         self.outcomes: dict[str, Outcome] = {}
@@ -191,12 +194,26 @@ class HeronRun:
 
     # -- controller ---------------------------------------------------------------------------
 
+    def prestart(self) -> None:
+        """Start getting the server (choosing the backend, starting the embedded PostgreSQL)
+        in a thread now, so it overlaps what the process does before :meth:`build_states`
+        (pytest's configuration, collection set-up): starting PostgreSQL is another process's
+        work, and the wait releases the GIL. Called on the controller only; its errors are
+        raised by :meth:`build_states`."""
+        if self._pending is None and self.server is None:
+            s = self.settings
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="heron-server")
+            self._pending = pool.submit(_get_server, s.backend, s.dsn)
+            pool.shutdown(wait=False)  # the thread ends when the start does
+
     def build_states(self, progress: Callable[[str], None]) -> None:
         s = self.settings
         self._check_endpoint(progress)
-        kind = choose(s.backend, s.dsn)
+        self.prestart()
+        assert self._pending is not None
+        pending, self._pending = self._pending, None
+        kind, self.server = pending.result()
         progress(f"backend: {kind}")
-        self.server = start(kind, s.dsn)
         built: list[State] = []
         for seed in s.seeds:  # the adapter gets a role on the first state only
             built.append(
@@ -249,20 +266,29 @@ class HeronRun:
 
     def _check_gold(self) -> None:
         """Every gold query plans on every state (``EXPLAIN``, nothing executed), so a question
-        set or a state that cannot work fails once, before the first question, not 100 times."""
-        problems: list[str] = []
+        set or a state that cannot work fails once, before the first question, not 100 times.
+
+        One read-only autocommit session per state, the states checked in parallel, one round
+        trip per query (a failed EXPLAIN ends only its own implicit transaction)."""
         limit = max(1, int(self.settings.statement_timeout * 1000))
-        for state in self.states:
-            with psycopg.connect(state.admin_dsn, autocommit=False) as conn:
-                conn.read_only = True
-                for q in self.questions.values():
+        questions = list(self.questions.values())
+
+        def check(state: StateRef) -> list[str]:
+            found: list[str] = []
+            with psycopg.connect(state.admin_dsn, autocommit=True) as conn:
+                conn.execute(
+                    f"SET default_transaction_read_only = on; SET statement_timeout = {limit}"
+                )
+                for q in questions:
                     try:
-                        conn.execute(f"SET LOCAL statement_timeout = {limit}")
                         conn.execute("EXPLAIN " + q.gold_sql.strip().rstrip(";"))
                     except psycopg.Error as exc:
                         first = (exc.diag.message_primary or str(exc)).strip()[:200]
-                        problems.append(f"{q.id} on seed {state.seed}: {first}")
-                    conn.rollback()
+                        found.append(f"{q.id} on seed {state.seed}: {first}")
+            return found
+
+        with ThreadPoolExecutor(max_workers=max(1, len(self.states))) as pool:
+            problems = [p for found in pool.map(check, self.states) for p in found]
         if problems:
             shown = "; ".join(problems[:5]) + (
                 f"; and {len(problems) - 5} more" if len(problems) > 5 else ""
@@ -368,6 +394,10 @@ class HeronRun:
     def stop(self) -> None:
         release_adapters()
         self.system.close()
+        if self._pending is not None:  # started, never used (the session ended before)
+            pending, self._pending = self._pending, None
+            with contextlib.suppress(Exception):  # nothing to stop: build_states reports it
+                self.server = pending.result()[1]
         if self.server is not None:
             self.server.stop()
             self.server = None
@@ -482,6 +512,11 @@ class HeronRun:
                 self.compare_failures = [self.compare_error] if s.compare_fail else []
                 return
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
+
+
+def _get_server(backend: str, dsn: str | None) -> tuple[str, Server]:
+    kind = choose(backend, dsn)
+    return kind, start(kind, dsn)
 
 
 def _file_system(s: Settings, questions: Collection[str], *, every: bool = True) -> System:

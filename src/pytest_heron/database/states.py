@@ -19,6 +19,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -27,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pytest_heron.core.errors import BackendError, ConfigError
 from pytest_heron.core.progress import Steps
 from pytest_heron.database.server import Server
-from pytest_heron.generate import LAYOUTS, SeedResult, load_bundle, seed_database
+from pytest_heron.generate import LAYOUTS, SeedResult, load_bundle
 from pytest_heron.sandbox import DANGEROUS_FUNCTIONS as roles_DANGEROUS_FUNCTIONS
 from pytest_heron.sandbox import (
     close_database,
@@ -38,6 +39,9 @@ from pytest_heron.sandbox import (
     scoring_role,
 )
 from pytest_heron.sandbox import lock_down as roles_lock_down
+
+if TYPE_CHECKING:  # the generator (numpy) is imported only when a state is seeded
+    from pytest_heron.generate import SeedResult
 
 MANIFEST_FORMAT = 1
 # How long a build waits for another process's lock on the same state (a tiny state seeds in
@@ -318,6 +322,8 @@ def ensure_state(
                     _drop_other_versions(conn, scale, seed, keep=name)
                 _create_building(server, conn, building)
                 say(f"{name}: seeding scale={scale} seed={seed}")
+                from pytest_heron.generate import seed_database
+
                 result = seed_database(
                     server.dsn(building),
                     scale,
@@ -554,6 +560,8 @@ def ensure_citus_state(
                     for schema in present:
                         db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
                 say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
+                from pytest_heron.generate import seed_database
+
                 result = seed_database(
                     server.dsn(name),
                     scale,

@@ -2,12 +2,20 @@
 
 ``(scale, seed)`` fixes every byte: values are pure functions of ``(seed, table, column, row)``
 (see :mod:`.streams`), so the result does not depend on chunking, process count or machine.
+
+Importing this package is cheap: :func:`load_bundle` needs only the spec reader, and the
+generator itself (numpy) is imported on first use of :class:`Generator` or :class:`Col`, so a
+run whose states are already seeded never loads it.
 """
 
 from __future__ import annotations
 
-from pytest_heron.generate.columns import Col, Generator
+from typing import TYPE_CHECKING
+
 from pytest_heron.generate.spec import Bundle, load_bundle
+
+if TYPE_CHECKING:
+    from pytest_heron.generate.columns import Col, Generator
 
 __all__ = ["Bundle", "Col", "Generator", "load_bundle"]
 
@@ -19,6 +27,8 @@ from pytest_heron.core.door import opener
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
     from pytest_heron.generate.citus import LAYOUTS as LAYOUTS
+    from pytest_heron.generate.columns import Col as Col
+    from pytest_heron.generate.columns import Generator as Generator
     from pytest_heron.generate.copytext import encode as encode
     from pytest_heron.generate.load import CHUNK_ROWS as CHUNK_ROWS
     from pytest_heron.generate.load import SeedResult as SeedResult
@@ -29,6 +39,8 @@ if TYPE_CHECKING:
 
 _DOOR = {
     "CHUNK_ROWS": "load",
+    "Col": "columns",
+    "Generator": "columns",
     "LAYOUTS": "citus",
     "SeedResult": "load",
     "ddl_script": "load",

@@ -149,16 +149,42 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     )
 
 
-def _copy_range(dsn: str, scale: str, seed: int, fq: str, start: int, stop: int) -> int:
-    """Generate rows ``[start, stop)`` of a table and COPY them in (runs in any process)."""
+def _copy_range(
+    dsn: str,
+    scale: str,
+    seed: int,
+    fq: str,
+    start: int,
+    stop: int,
+    freeze: bool = False,
+    after: tuple[str, ...] = (),
+) -> int:
+    """Generate rows ``[start, stop)`` of a table and COPY them in (runs in any process).
+
+    With ``freeze`` (a whole table, ``start == 0``): the empty table is truncated and loaded in
+    one transaction with ``COPY ... FREEZE``. The rows are written frozen and all-visible, so
+    the index builds, ANALYZE and the foreign-key checks that read them next never rewrite the
+    pages to set hint bits; and on a server with ``wal_level=minimal`` (the embedded one) the
+    new file is not WAL-logged at all, only synced at commit."""
     gen = _generator(scale, seed)
     spec = gen.bundle.table(fq)
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in spec.column_names)
     target = sql.Identifier(spec.module, spec.name)
     stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(target, cols)
-    with _loader(dsn).cursor() as cur, cur.copy(stmt) as copy:
-        for lo in range(start, stop, CHUNK_ROWS):
-            copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
+    conn = _loader(dsn)
+    with contextlib.ExitStack() as stack:
+        if freeze:
+            stack.enter_context(conn.transaction())
+            conn.execute(sql.SQL("TRUNCATE {}").format(target))
+            stmt = sql.SQL("{} (FREEZE)").format(stmt)
+        with conn.cursor() as cur, cur.copy(stmt) as copy:
+            for lo in range(start, stop, CHUNK_ROWS):
+                copy.write(encode(gen.chunk(fq, lo, min(stop, lo + CHUNK_ROWS))))
+    if after:  # this table's keys, indexes and ANALYZE, while its pages are still cached
+        conn.execute("SET max_parallel_maintenance_workers = 0")
+        conn.execute("SET maintenance_work_mem = '256MB'")
+        for follow in after:
+            conn.execute(follow)
     return stop - start
 
 
@@ -424,7 +450,26 @@ def seed_database(
                 for stmt in citus.distribution_statements(place, citus.shard_count(scale)):
                     conn.execute(stmt)
     say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
-    tasks = _tasks(gen, per_task=max(CHUNK_ROWS, 4 * CHUNK_ROWS))
+    # The standard layout loads each table whole, frozen, in one task (see _copy_range); a
+    # Citus coordinator gets the same rows in slices, without FREEZE.
+    freeze = layout == "standard"
+    per_task = max(counts.values(), default=1) if freeze else 4 * CHUNK_ROWS
+    tasks = _tasks(gen, per_task=max(1, per_task))
+    indexes, foreign_keys, other = _constraint_statements(bundle, layout)
+    # Keys, unique constraints and indexes are built in bulk after the load (much faster than
+    # maintaining them row by row during COPY), then ANALYZE. With whole-table tasks, each
+    # table's own come right after its COPY in the same worker: no lane waits for the last
+    # table's load, and the rows are read back while cached. The rest (tables without rows,
+    # or the Citus layout) run in lanes after the load, largest tables first.
+    builds = [_GROUP.join(k) for k in keys.values()] + indexes
+    after: dict[str, tuple[str, ...]] = {}
+    if freeze and not other:
+        by_table: dict[str, list[str]] = {}
+        for stmt in builds:
+            by_table.setdefault(_target(stmt)[0], []).append(stmt)
+        for fq, _, _ in tasks:
+            after[fq] = (*by_table.pop(fq, ()), f"ANALYZE {fq}")
+        builds = [stmt for stmts in by_table.values() for stmt in stmts]
     done = 0
     last = 0.0
 
@@ -443,27 +488,26 @@ def seed_database(
     if jobs <= 1:
         try:
             for fq, lo, hi in tasks:
-                report(_copy_range(dsn, scale, seed, fq, lo, hi), fq)
+                report(_copy_range(dsn, scale, seed, fq, lo, hi, freeze, after.get(fq, ())), fq)
         finally:
             _close_loaders()
     else:
         with _pool(jobs) as pool:
-            futures = [pool.submit(_copy_range, dsn, scale, seed, *t) for t in tasks]
+            futures = [
+                pool.submit(_copy_range, dsn, scale, seed, *t, freeze, after.get(t[0], ()))
+                for t in tasks
+            ]
             for f, task in zip(futures, tasks, strict=True):
                 report(f.result(), task[0])
     loaded_at = time.perf_counter()
     say("constraints, indexes and statistics")
-    indexes, foreign_keys, other = _constraint_statements(bundle, layout)
     with _connect(dsn) as conn:
         for stmt in other:
             conn.execute(stmt)
-        # Primary keys, unique constraints and indexes are built in bulk after the load (much
-        # faster than maintaining them row by row during COPY), largest tables first. ANALYZE
-        # needs only the rows, so it comes last in the same queue and fills the lanes while the
-        # largest tables' indexes finish.
-        analyze = _by_cost([f"ANALYZE {fq}" for fq in counts], counts)
-        build = _by_cost([_GROUP.join(k) for k in keys.values()] + indexes, counts)
-        _parallel(dsn, build + analyze, 2 * jobs)
+        # ANALYZE needs only the rows, so it comes last in the same queue and fills the lanes
+        # while the largest tables' indexes finish.
+        analyze = _by_cost([f"ANALYZE {fq}" for fq in counts if fq not in after], counts)
+        _parallel(dsn, _by_cost(builds, counts) + analyze, 2 * jobs)
         # Adding a foreign key NOT VALID is instant (one transaction for all of them);
         # validations of different tables do not conflict, so they run in parallel (pg_restore
         # does the same).

@@ -216,16 +216,16 @@ def _grant_read(
         conn.execute(
             sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(_ident(database), _ident(role))
         )
+    if not schemas:
+        return
+    names = sql.SQL(", ").join(_ident(schema) for schema in schemas)
     with psycopg.connect(state_dsn, autocommit=True) as conn:
-        for schema in schemas:
-            conn.execute(
-                sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(_ident(schema), _ident(role))
-            )
-            conn.execute(
-                sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
-                    _ident(schema), _ident(role)
-                )
-            )
+        # Two statements for every schema, in one round trip (each once per state per run).
+        conn.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(names, _ident(role))
+            + sql.SQL("; ")
+            + sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(names, _ident(role))
+        )
 
 
 def close_database(server_dsn: str, state_dsn: str, database: str) -> None:
@@ -287,8 +287,9 @@ def lock_down(state_dsn: str) -> None:
                 [f for f in DANGEROUS_FUNCTIONS if "(" in f],
             ),
         ).fetchall()
-        for (signature,) in rows:
-            conn.execute(f"REVOKE EXECUTE ON FUNCTION {signature} FROM PUBLIC")
+        if rows:  # one statement for every function: one round trip, not one per function
+            signatures = ", ".join(str(signature) for (signature,) in rows)
+            conn.execute(f"REVOKE EXECUTE ON FUNCTION {signatures} FROM PUBLIC")
 
 
 # Functions of the citus extension a reading role still needs: the executor calls them as the

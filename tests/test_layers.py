@@ -29,7 +29,7 @@ PACKAGE = ROOT / "src" / "pytest_heron"
 
 # Top layer first. The README's Layout table states the same ("may import" column).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("wiring", ("plugin", "hookspecs", "items", "cli", "options", "run", "kit")),
+    ("wiring", ("plugin", "hookspecs", "session", "cli", "options", "run")),
     ("publishing", ("site", "board", "browser")),
     ("results", ("results",)),
     ("scoring", ("scoring", "audit")),

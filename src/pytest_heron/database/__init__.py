@@ -15,6 +15,7 @@ from pytest_heron.core.door import opener
 if TYPE_CHECKING:
     from pytest_heron.database.checksum import table_checksums as table_checksums
     from pytest_heron.database.checksum import total_line as total_line
+    from pytest_heron.database.citus import citus_state_name as citus_state_name
     from pytest_heron.database.introspect import ForeignKey as ForeignKey
     from pytest_heron.database.introspect import by_column as by_column
     from pytest_heron.database.introspect import column_pairs as column_pairs
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from pytest_heron.database.server import start as start
     from pytest_heron.database.states import State as State
     from pytest_heron.database.states import StateRef as StateRef
-    from pytest_heron.database.states import citus_state_name as citus_state_name
     from pytest_heron.database.states import ensure_state as ensure_state
     from pytest_heron.database.states import seed_jobs as seed_jobs
     from pytest_heron.database.states import state_name as state_name
@@ -39,7 +39,7 @@ _DOOR = {
     "StateRef": "states",
     "by_column": "introspect",
     "choose": "server",
-    "citus_state_name": "states",
+    "citus_state_name": "citus",
     "column_pairs": "introspect",
     "embedded": "server",
     "ensure_state": "states",

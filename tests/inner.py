@@ -47,7 +47,7 @@ class Scenario:
         env = dict(os.environ, **LEAN_ENV)
         env.pop("PYTEST_ADDOPTS", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.path), env.get("PYTHONPATH")]))
-        basetemp = self.path / f"basetemp-{time.monotonic_ns()}"
+        basetemp = self.path.with_name(f"{self.path.name}-basetemp-{time.monotonic_ns()}")
         start = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "pytest", f"--basetemp={basetemp}", *args],

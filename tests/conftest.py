@@ -54,29 +54,3 @@ def _lean_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
 
         for key, value in LEAN_ENV.items():
             monkeypatch.setenv(key, value)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist (``--dist loadgroup``, the default addopts), the tests sharing a costly
-    fixture run on one worker, so the fixture is built once per run: a module-scoped fixture
-    defined in a test module groups that module's tests that use it, a session-scoped one defined
-    there (a scenario: one inner session many tests assert on) groups the tests using it. The
-    cheap shared ones of this conftest (the server, the tiny state) are not grouped. Runs before
-    xdist's own hook, which reads the marks."""
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None or item.get_closest_marker("xdist_group"):
-            continue
-        groups = []
-        for name in info.names_closure:
-            for fixturedef in info.name2fixturedefs.get(name, ()):
-                code = getattr(fixturedef.func, "__code__", None)
-                where = Path(code.co_filename) if code is not None else Path("conftest.py")
-                if fixturedef.scope not in ("module", "session") or where.name == "conftest.py":
-                    continue
-                groups.append(
-                    where.stem if fixturedef.scope == "module" else f"{where.stem}::{name}"
-                )
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(sorted(groups)[0]))

@@ -14,10 +14,13 @@ environment of every test that uses ``pytester``.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -65,3 +68,35 @@ class Scenario:
             done.stderr.splitlines(),
             time.monotonic() - start,
         )
+
+
+def shared(
+    factory: pytest.TempPathFactory,
+    name: str,
+    build: Callable[[Scenario], dict[str, pytest.RunResult]],
+) -> tuple[Scenario, dict[str, pytest.RunResult]]:
+    """Run a scenario's inner sessions once per test run, even under xdist.
+
+    The first process to ask builds it in a folder all xdist workers share (the parent of each
+    worker's basetemp) while holding a file lock; later ones, in any worker, wait for the lock
+    and read what it recorded (exit status and output of each session; the files it wrote stay
+    in the folder). Tests must only read the folder, never change it."""
+    root = factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # .../pytest-N/popen-gwK -> .../pytest-N, the same for every worker
+    folder = root / f"scenario-{name}"
+    record = root / f"scenario-{name}.json"
+    with open(root / f"scenario-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not record.exists():
+                runs = build(Scenario(folder))
+                saved = {
+                    key: [int(r.ret), r.outlines, r.errlines, r.duration] for key, r in runs.items()
+                }
+                record.write_text(json.dumps(saved))
+            loaded = json.loads(record.read_text())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    results = {key: pytest.RunResult(*value) for key, value in loaded.items()}
+    return Scenario(folder), results

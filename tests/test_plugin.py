@@ -2,7 +2,8 @@
 xdist.
 
 Each scenario (one configuration of inner runs) is run once per test run by a session-scoped
-fixture (tests/inner.py), and several tests assert on its result; usage errors, which stop a
+fixture (``inner.shared``: once per test run, under xdist too), and several tests assert on
+its result; usage errors, which stop a
 session before it starts a server, are checked in-process with ``pytester.runpytest``. The list of
 the sessions merged this way, and which test now asserts what each one asserted, is in DECISIONS
 (2026-12-02, "one session per scenario").
@@ -22,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from inner import Scenario
+from inner import Scenario, shared
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
@@ -70,13 +71,11 @@ def _private(pytester: pytest.Pytester) -> Path:
     return folder
 
 
-def _scenario(factory: pytest.TempPathFactory, name: str, **files: str) -> Scenario:
-    """A scenario folder with the private question set and the given files."""
-    scenario = Scenario(factory.mktemp(name))
+def _files(scenario: Scenario, **files: str) -> None:
+    """The private question set and the given files, written into a scenario's folder."""
     scenario.write("private/set.yaml", PRIVATE)
     for filename, text in files.items():
         scenario.write(filename, text)
-    return scenario
 
 
 def _priv(scenario: Scenario) -> str:
@@ -86,6 +85,12 @@ def _priv(scenario: Scenario) -> str:
 def _results(path: Path) -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(path.read_text())
     return doc
+
+
+def _written(path: Path, run: pytest.RunResult) -> dict[str, Any]:
+    """The results file a scenario's run wrote; if it is missing, that run's output says why."""
+    assert path.is_file(), f"{path.name} was not written:\n{run.stdout.str()}\n{run.stderr.str()}"
+    return _results(path)
 
 
 def _stable(doc: dict[str, Any]) -> dict[str, Any]:
@@ -105,15 +110,18 @@ def _stable(doc: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture(scope="session")
 def gold_builtin(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = Scenario(tmp_path_factory.mktemp("gold-builtin"))
-    common = ["--heron-adapter=gold", "--heron-scale=tiny", "-p", "no:cacheprovider"]
-    serial = scenario.run(*common, "--heron-output=serial.json")
-    parallel = scenario.run(*common, "--heron-output=parallel.json", "-n", "2")
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        common = ["--heron-adapter=gold", "--heron-scale=tiny", "-p", "no:cacheprovider"]
+        return {
+            "serial": scenario.run(*common, "--heron-output=serial.json"),
+            "parallel": scenario.run(*common, "--heron-output=parallel.json", "-n", "2"),
+        }
+
+    scenario, runs = shared(tmp_path_factory, "gold-builtin", build)
     return {
-        "serial": serial,
-        "parallel": parallel,
-        "one": _results(scenario.path / "serial.json"),
-        "two": _results(scenario.path / "parallel.json"),
+        **runs,
+        "one": _written(scenario.path / "serial.json", runs["serial"]),
+        "two": _written(scenario.path / "parallel.json", runs["parallel"]),
     }
 
 
@@ -144,9 +152,13 @@ PROJECT_TEST = "def test_project():\n    assert False\n"
 
 @pytest.fixture(scope="session")
 def gold_private(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = _scenario(tmp_path_factory, "gold-private", **{"test_project.py": PROJECT_TEST})
-    result = scenario.run("--heron-adapter=gold", _priv(scenario), "--heron-output=out.json", *FAST)
-    return {"result": result, "doc": _results(scenario.path / "out.json")}
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        _files(scenario, **{"test_project.py": PROJECT_TEST})
+        args = ["--heron-adapter=gold", _priv(scenario), "--heron-output=out.json", *FAST]
+        return {"result": scenario.run(*args)}
+
+    scenario, runs = shared(tmp_path_factory, "gold-private", build)
+    return {"result": runs["result"], "doc": _written(scenario.path / "out.json", runs["result"])}
 
 
 def test_results_file_has_every_key(gold_private: dict[str, Any]) -> None:
@@ -188,16 +200,18 @@ def test_with_adapter_and_no_paths_only_the_benchmark_runs(gold_private: dict[st
 
 @pytest.fixture(scope="session")
 def gold_ini(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = _scenario(tmp_path_factory, "gold-ini", **{"test_project.py": PROJECT_TEST})
-    scenario.write(
-        "pytest.ini",
-        "[pytest]\nheron_adapter = gold\nheron_scale = tiny\nheron_seed = 45\n"
-        f"heron_states = 1\nheron_questions = {scenario.path / 'private'}\n",
-    )
-    result = scenario.run(
-        "--heron-seed=42", ".", "--heron-output=ini.json", "-p", "no:cacheprovider"
-    )
-    return {"result": result, "doc": _results(scenario.path / "ini.json")}
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        _files(scenario, **{"test_project.py": PROJECT_TEST})
+        scenario.write(
+            "pytest.ini",
+            "[pytest]\nheron_adapter = gold\nheron_scale = tiny\nheron_seed = 45\n"
+            f"heron_states = 1\nheron_questions = {scenario.path / 'private'}\n",
+        )
+        args = ["--heron-seed=42", ".", "--heron-output=ini.json", "-p", "no:cacheprovider"]
+        return {"result": scenario.run(*args)}
+
+    scenario, runs = shared(tmp_path_factory, "gold-ini", build)
+    return {"result": runs["result"], "doc": _written(scenario.path / "ini.json", runs["result"])}
 
 
 def test_ini_turns_it_on_and_the_command_line_wins(gold_ini: dict[str, Any]) -> None:
@@ -353,11 +367,13 @@ class Crashy:
 
 @pytest.fixture(scope="session")
 def wrong_serial(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = _scenario(tmp_path_factory, "wrong", **{"myadapters.py": ADAPTERS})
-    result = scenario.run(
-        "--heron-adapter=myadapters:Wrong", "--heron-report=rep", _priv(scenario), *FAST
-    )
-    return {"result": result, "folder": scenario.path / "rep"}
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        _files(scenario, **{"myadapters.py": ADAPTERS})
+        args = ["--heron-adapter=myadapters:Wrong", "--heron-report=rep", _priv(scenario), *FAST]
+        return {"result": scenario.run(*args)}
+
+    scenario, runs = shared(tmp_path_factory, "wrong", build)
+    return {"result": runs["result"], "folder": scenario.path / "rep"}
 
 
 def test_wrong_answers_fail_with_a_readable_difference(wrong_serial: dict[str, Any]) -> None:
@@ -430,18 +446,21 @@ def test_set_ex_and_failure_modes_cross_xdist(pytester: pytest.Pytester) -> None
 
 @pytest.fixture(scope="session")
 def crashy(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    scenario = _scenario(tmp_path_factory, "crashy", **{"myadapters.py": ADAPTERS})
-    base = [_priv(scenario), "--heron-scale=tiny", "--heron-states=1"]  # the cache is on: --lf
-    crashed = scenario.run(
-        "--heron-adapter=myadapters:Crashy",
-        "--heron-timeout=1",
-        "--heron-output=c.json",
-        "-n",
-        "2",
-        *base,
-    )
-    again = scenario.run("--heron-adapter=gold", "--lf", *base)
-    return {"crashed": crashed, "again": again, "doc": _results(scenario.path / "c.json")}
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        _files(scenario, **{"myadapters.py": ADAPTERS})
+        base = [_priv(scenario), "--heron-scale=tiny", "--heron-states=1"]  # cache on: --lf
+        crashed = scenario.run(
+            "--heron-adapter=myadapters:Crashy",
+            "--heron-timeout=1",
+            "--heron-output=c.json",
+            "-n",
+            "2",
+            *base,
+        )
+        return {"crashed": crashed, "again": scenario.run("--heron-adapter=gold", "--lf", *base)}
+
+    scenario, runs = shared(tmp_path_factory, "crashy", build)
+    return {**runs, "doc": _written(scenario.path / "c.json", runs["crashed"])}
 
 
 def test_crash_and_hang_cost_only_their_question(crashy: dict[str, Any]) -> None:

@@ -63,7 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{marker}: pytest-heron question tag")
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(HeronPlugin(config, run), "heron-run")
-    if config.pluginmanager.hasplugin("xdist"):
+    # "xdist" when setuptools autoloading found it; "xdist.plugin" when loaded by module name
+    # (-p xdist.plugin or PYTEST_PLUGINS, as with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)
+    if any(config.pluginmanager.hasplugin(n) for n in ("xdist", "xdist.plugin")):
         config.pluginmanager.register(XdistHooks(run), "heron-xdist")
 
 

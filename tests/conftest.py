@@ -72,3 +72,18 @@ def tiny_state(server: Server):  # type: ignore[no-untyped-def]
     from pytest_heron.database.states import ensure_state
 
     return ensure_state(server, "tiny", 42)
+
+
+@pytest.fixture(autouse=True)
+def _lean_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inner sessions (pytester's, in-process or subprocess) load only the heron plugin and
+    xdist's, not every installed pytest plugin (see tests/inner.py)."""
+    if "pytester" in request.fixturenames:
+        # An in-process run (pytester.runpytest) drops the modules it imported when it ends;
+        # numpy refuses to be imported twice in a process, so the run's stages are imported here,
+        # before pytester takes its snapshot of sys.modules.
+        import pytest_heron.run  # noqa: F401
+        from inner import LEAN_ENV
+
+        for key, value in LEAN_ENV.items():
+            monkeypatch.setenv(key, value)

@@ -11,8 +11,6 @@ from __future__ import annotations
 import functools
 import http.server
 import json
-import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -33,15 +31,9 @@ from pytest_heron.database.checksum import table_checksums, total_line
 from pytest_heron.dataset.questions import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.document import read_results
-from test_report_render import BROWSERS, _install_chromium
+from test_report_render import find_chromium
 
 LOAD_TIMEOUT_MS = 15 * 60 * 1000
-CHROMIUM_HINT = (
-    "the browser tests need Chromium: `apt-get install chromium` (or point HERON_CHROMIUM at a"
-    " Chromium or Chrome executable)"
-)
-
-
 FLAGS = [  # as the machine notes advise for a closed network: no background connections
     "--no-sandbox",
     "--disable-gpu",
@@ -54,18 +46,9 @@ FLAGS = [  # as the machine notes advise for a closed network: no background con
 
 
 def chromium() -> str:
-    """A Chromium executable: HERON_CHROMIUM, one on PATH, or Debian's installed as root (the
-    report's browser test does the same); never a skip."""
-    if given := os.environ.get("HERON_CHROMIUM"):
-        return given
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    problem = _install_chromium()
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.fail(f"{CHROMIUM_HINT} ({problem})")
-    return found
+    """A Chromium executable (test_report_render.find_chromium): a missing one is a failure
+    naming the package, never a skip and never an install."""
+    return find_chromium()
 
 
 class _Files(http.server.SimpleHTTPRequestHandler):

@@ -39,10 +39,13 @@ def _private(pytester: pytest.Pytester, text: str = PRIVATE) -> Path:
     return folder
 
 
-def _refused(pytester: pytest.Pytester, *args: str) -> str:
+def _refused(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> str:
     """Run with ``args`` and --heron-output; assert a usage error and no results file; the
-    error text."""
-    result = pytester.runpytest_subprocess(*args, "--heron-output=out.json", *FAST)
+    error text. In-process unless ``subprocess``: these errors come before any server is started
+    (an in-process session must not start the embedded server, which this process shares)."""
+    pytester.syspathinsert()  # adapters written into the folder import, as in a subprocess
+    run = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+    result = run(*args, "--heron-output=out.json", *FAST)
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
     err = result.stderr.str()
     assert "Traceback" not in err
@@ -182,7 +185,7 @@ def test_what_a_model_list_allows(body: bytes, verdict: str | None) -> None:
 
 def test_output_that_is_a_folder(pytester: pytest.Pytester) -> None:
     pytester.mkdir("taken")
-    result = pytester.runpytest_subprocess(
+    result = pytester.runpytest(  # in-process: refused before any server starts
         "--heron-adapter=gold", "--heron-output=taken", f"--heron-questions={_private(pytester)}"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -203,7 +206,7 @@ def test_report_folder_that_is_a_file(pytester: pytest.Pytester) -> None:
 def test_gold_that_does_not_run_on_the_first_state(pytester: pytest.Pytester) -> None:
     broken = PRIVATE.replace("SELECT 1 WHERE false", "SELECT nope FROM core.no_such_table")
     folder = _private(pytester, broken)
-    err = _refused(pytester, "--heron-adapter=gold", f"--heron-questions={folder}")
+    err = _refused(pytester, "--heron-adapter=gold", f"--heron-questions={folder}", subprocess=True)
     assert "the gold SQL of 1 question(s) does not run: v002 on seed 42:" in err
     assert "no_such_table" in err
 

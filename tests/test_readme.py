@@ -199,7 +199,10 @@ def test_every_command_parses() -> None:
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    """The environment a user's shell has: none of the lean inner-session variables the
+    conftest sets for pytester tests (the README's commands load plugins as installed)."""
+    lean = {"PYTHONPATH", "PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTEST_PLUGINS"}
+    env = {k: v for k, v in os.environ.items() if k not in lean}
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
 

@@ -1,9 +1,9 @@
 """report.html rendered by a real browser: headless Chromium (Debian's ``chromium`` package).
 
-The browser is installed by this module's fixture when it is missing and the machine allows it
-(root or password-less sudo, and apt-get); only when that is impossible is the test skipped, with
-the reason. The page is rendered to a screenshot (which must not be blank and must show the bar
-colour of the charts) and to its DOM (which must carry the headline numbers).
+A missing browser fails the test with the package to install (`.ci/run` installs it when run
+as root); the tests never install anything themselves. The page is rendered to a screenshot
+(which must not be blank and must show the bar colour of the charts) and to its DOM (which must
+carry the headline numbers).
 """
 
 from __future__ import annotations
@@ -30,32 +30,27 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (site/report.py, class "bar")
 
 
-def _install_chromium() -> str:
-    """Install Debian's chromium with apt-get, only when the tests run as root (as in CI);
-    return what went wrong ('' on success)."""
-    if shutil.which("apt-get") is None:
-        return "apt-get is not available on this machine"
-    if os.geteuid() != 0:  # never sudo: a test does not change the host behind its user's back
-        return "not root, so not installing it here (run `apt-get install chromium` as root)"
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    install = ["apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium"]
-    done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
-    if done.returncode != 0:  # stale or missing package lists: refresh once and retry
-        subprocess.run(["apt-get", "update", "-q"], capture_output=True, env=env, timeout=600)
-        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
-    return "" if done.returncode == 0 else (done.stderr or done.stdout).strip()[-500:]
+CHROMIUM_MISSING = (
+    "headless Chromium is not installed: install Debian's `chromium` package (`apt-get install "
+    "chromium`; `.ci/run` does it when run as root), or point HERON_CHROMIUM at a Chromium or "
+    "Chrome executable. The tests never install anything themselves."
+)
+
+
+def find_chromium() -> str:
+    """A Chromium executable: HERON_CHROMIUM, else one on PATH; a missing browser is a failure
+    naming the package (never a skip, and never an install from a test)."""
+    if given := os.environ.get("HERON_CHROMIUM"):
+        return given
+    for name in BROWSERS:
+        if found := shutil.which(name):
+            return found
+    pytest.fail(CHROMIUM_MISSING, pytrace=False)
 
 
 @pytest.fixture(scope="module")
 def browser() -> str:
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    problem = _install_chromium()
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.skip(f"headless Chromium is not installed and could not be installed: {problem}")
-    return found
+    return find_chromium()
 
 
 def _run_browser(browser: str, *args: str) -> subprocess.CompletedProcess[str]:

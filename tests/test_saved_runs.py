@@ -154,7 +154,7 @@ def test_a_missing_baseline(pytester: pytest.Pytester) -> None:
     )
     assert none_yet.ret == 0
     none_yet.stdout.fnmatch_lines(["--heron-compare: no saved run to compare with yet*"])
-    named = pytester.runpytest_subprocess(
+    named = pytester.runpytest(  # in-process: a usage error, found before any server starts
         *common, "--heron-predictions=right.jsonl", "--heron-compare=nightly"
     )
     assert named.ret == pytest.ExitCode.USAGE_ERROR
@@ -182,7 +182,7 @@ def test_compare_fail_values() -> None:
 
 def test_bad_save_name_is_a_usage_error(pytester: pytest.Pytester) -> None:
     common: list[Any] = _setup(pytester)
-    bad = pytester.runpytest_subprocess(
+    bad = pytester.runpytest(  # in-process: a usage error, found before any server starts
         *common, "--heron-predictions=right.jsonl", "--heron-save=../escape"
     )
     assert bad.ret == pytest.ExitCode.USAGE_ERROR

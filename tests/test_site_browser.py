@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from pytest_heron.site.gold import gold_rows
 from pytest_heron.site.pairing import pair
 from pytest_heron.site.schema import schema_modules
 from site_runs import flawed_run, gold_run
-from test_report_render import BROWSERS, _install_chromium
+from test_report_render import find_chromium
 
 pytestmark = pytest.mark.embedded
 
@@ -81,14 +80,7 @@ OVERFLOW_JS = """() => {
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    problem = _install_chromium()
-    found = shutil.which("chromium")
-    if found is None:
-        pytest.skip(f"headless Chromium is not installed and could not be installed: {problem}")
-    return found
+    return find_chromium()
 
 
 @pytest.fixture(scope="module")

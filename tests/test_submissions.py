@@ -26,6 +26,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from inner import Scenario, shared
 from pytest_heron.board.checks import (
     HIDDEN_SEED_LOW,
     HIDDEN_SEED_SPAN,
@@ -93,22 +94,19 @@ def _heron(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real gold run under the test protocol: results.json, the questions and the protocol."""
-    folder = tmp_path_factory.mktemp("board-run")
-    questions = folder / "questions"
-    questions.mkdir()
-    for qid in SUBSET:
-        (questions / f"{qid}.yaml").write_text(
-            builtin_dir().joinpath(f"{qid}.yaml").read_text(encoding="utf-8"), encoding="utf-8"
-        )
-    (folder / "protocol.yaml").write_text(PROTOCOL, encoding="utf-8")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
+    """A real gold run under the test protocol: results.json, the questions and the protocol.
+    Made once per test run, shared by the xdist workers (tests/inner.py); tests only read it."""
+
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        for qid in SUBSET:
+            scenario.write(
+                f"questions/{qid}.yaml", builtin_dir().joinpath(f"{qid}.yaml").read_text("utf-8")
+            )
+        scenario.write("protocol.yaml", PROTOCOL)
+        folder = scenario.path
+        gold = scenario.run(
             "-p",
             "no:cacheprovider",
             "--heron-adapter=gold",
@@ -116,17 +114,17 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--heron-states=1",
             "--heron-model=gpt-4o-mini",
             f"--heron-protocol={folder / 'protocol.yaml'}",
-            f"--heron-questions={questions}",
+            f"--heron-questions={folder / 'questions'}",
             f"--heron-output={folder / 'results.json'}",
             "-q",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=folder,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return folder
+            timeout=900,
+        )
+        return {"gold": gold}
+
+    scenario, runs = shared(tmp_path_factory, "board-run", build)
+    done = runs["gold"]
+    assert done.ret == 0, "\n".join(done.outlines[-60:] + done.errlines[-40:])
+    return scenario.path
 
 
 def _redigest(folder: Path) -> None:

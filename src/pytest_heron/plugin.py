@@ -69,7 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     config.pluginmanager.register(Controller(config, run), "heron-controller")
     run.prestart()  # the server starts while pytest finishes configuring
-    if config.pluginmanager.hasplugin("xdist"):
+    # "xdist" when setuptools autoloading found it; "xdist.plugin" when loaded by module name
+    # (-p xdist.plugin or PYTEST_PLUGINS, as with PYTEST_DISABLE_PLUGIN_AUTOLOAD=1)
+    if any(config.pluginmanager.hasplugin(n) for n in ("xdist", "xdist.plugin")):
         config.pluginmanager.register(XdistHooks(run), "heron-xdist")
 
 

@@ -2,7 +2,7 @@
 
 Each submission folder is written here file by file (no run needed: its SQL is what is under
 test) for five built-in questions under a one-state tiny test protocol, then verified in this
-process with :func:`pytest_heron.board.verify.verify` on the test session's server, with the
+process with :func:`pytest_heron.board.verifier.verify` on the test session's server, with the
 hidden seed fixed to 43 (a state the test cache already holds). Every test below failed on
 e68c4aa: the gold SQL under another name was ranked, a renamed ``gold``-adapter run was ranked,
 a ``random()``-gated answer was accepted on some verifications, and a board with a rejection
@@ -35,7 +35,7 @@ from pytest_heron.board.submission import (
     content_names,
     folder_digest,
 )
-from pytest_heron.board.verify import Verdict, verify, write_verdict
+from pytest_heron.board.verifier import Verdict, verify, write_verdict
 from pytest_heron.database.server import Server
 from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
 from pytest_heron.generate import load_bundle

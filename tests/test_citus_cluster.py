@@ -27,14 +27,9 @@ from psycopg.conninfo import make_conninfo
 
 from pytest_heron import sandbox
 from pytest_heron.database.checksum import table_checksums, total_line
+from pytest_heron.database.citus import citus_node_dsns, citus_workers
 from pytest_heron.database.server import Server, from_dsn
-from pytest_heron.database.states import (
-    State,
-    citus_node_dsns,
-    citus_workers,
-    ensure_state,
-    reader_role,
-)
+from pytest_heron.database.states import State, ensure_state, reader_role
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import placement, shard_count
 from test_adversarial import CASES, TIMEOUT

@@ -202,6 +202,19 @@ def test_every_unit_has_a_layer_and_the_readme_states_them() -> None:
             assert f"`{unit}`" in row, f"docs/layout.md's {name} row does not name {unit}"
 
 
+def test_no_door_names_one_of_its_own_submodules() -> None:
+    """A lazy door name equal to a submodule's name is shadowed by the module as soon as the
+    import system loads that submodule (it sets the package attribute): `from pkg import x`
+    would then hand out the module, not the name."""
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        names = re.findall(r'^    "(\w+)": "[\w.]+",$', init.read_text(encoding="utf-8"), re.M)
+        subs = {p.stem for p in init.parent.glob("*.py")} | {
+            p.name for p in init.parent.iterdir() if p.is_dir()
+        }
+        clash = sorted(set(names) & subs)
+        assert not clash, f"{init.relative_to(ROOT)}: door names {clash} are also submodules"
+
+
 def test_rooms_of_a_size_one_can_hold() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(top) <= 8, f"{len(top)} modules at the top of pytest_heron: {top}"

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.board.leaderboard import board_grade
+from pytest_heron.compare import modes
 from pytest_heron.scoring import metrics, similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
 
@@ -22,7 +23,7 @@ tables = st.lists(st.tuples(cells, cells), max_size=12)
 def test_soft_f1_is_one_for_equal_results_in_any_order(rows: list[tuple[Any, ...]]) -> None:
     shuffled = rows[:]
     random.Random(len(rows)).shuffle(shuffled)
-    assert similarity.soft_f1(rows, shuffled) == 1.0
+    assert modes.soft_f1(rows, shuffled) == 1.0
 
 
 @given(tables, tables)
@@ -30,16 +31,16 @@ def test_soft_f1_is_one_for_equal_results_in_any_order(rows: list[tuple[Any, ...
 def test_soft_f1_is_a_share_and_symmetric_in_order(
     gold: list[tuple[Any, ...]], pred: list[tuple[Any, ...]]
 ) -> None:
-    score = similarity.soft_f1(gold, pred)
+    score = modes.soft_f1(gold, pred)
     assert 0.0 <= score <= 1.0
-    assert score == similarity.soft_f1(gold, list(reversed(pred)))
+    assert score == modes.soft_f1(gold, list(reversed(pred)))
 
 
 def test_soft_f1_gives_partial_credit() -> None:
-    assert similarity.soft_f1([(1, "a"), (2, "b")], [(1, "a")]) == pytest.approx(2 / 3)
-    assert similarity.soft_f1([(1, "a")], []) == 0.0
-    assert similarity.soft_f1([], []) == 1.0
-    assert similarity.soft_f1([(1, "a")], [(1, "x")]) == 0.5
+    assert modes.soft_f1([(1, "a"), (2, "b")], [(1, "a")]) == pytest.approx(2 / 3)
+    assert modes.soft_f1([(1, "a")], []) == 0.0
+    assert modes.soft_f1([], []) == 1.0
+    assert modes.soft_f1([(1, "a")], [(1, "x")]) == 0.5
 
 
 @given(st.integers(1, 30), st.data())

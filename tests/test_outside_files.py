@@ -50,7 +50,7 @@ json_values = st.recursive(
 )
 
 # the module, not the function the board's door also names `verify`
-verify_module = importlib.import_module("pytest_heron.board.verify")
+verify_module = importlib.import_module("pytest_heron.board.verifier")
 
 
 @settings(max_examples=200, deadline=None)

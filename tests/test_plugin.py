@@ -228,7 +228,11 @@ def test_with_a_path_the_project_tests_run_beside_the_benchmark(gold_ini: dict[s
 
 def test_plain_pytest_is_unaffected(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_one():\n    assert True\n")
-    result = pytester.runpytest("-p", "no:cacheprovider")
+    # (the outer session imported the plugin before this one could mark it for assertion
+    # rewriting; with an editable install pytest warns about it, naming the module)
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning"
+    )
     result.assert_outcomes(passed=1)
     assert "heron" not in result.stdout.str().replace("heron-0", "")
     assert "heron benchmark" not in result.stdout.str()

@@ -99,6 +99,25 @@ NOT_RUN = {
     "pytest --heron-adapter=my_system --heron-variants=7:3": (
         "my_system is the reader's adapter; gold on variants runs in test_variants.py"
     ),
+    (
+        "heron seed --layout citus --scale tiny --seed 42 "
+        '--dsn "postgresql://user:pw@coordinator-host/postgres" --jobs 2'
+    ): (
+        "needs a Citus cluster; the Citus tier (scripts/citus_tier.sh, "
+        "tests/test_citus_cluster.py) seeds tiny on a real one"
+    ),
+    (
+        "pytest --heron-adapter=gold --heron-layout=citus --heron-scale=tiny "
+        '--heron-dsn "postgresql://user:pw@coordinator-host/postgres"'
+    ): "needs a Citus cluster; the Citus tier runs gold on one (tests/test_citus_cluster.py)",
+    (
+        "heron checksum --layout citus --scale tiny --seed 42 "
+        '--dsn "postgresql://user:pw@coordinator-host/postgres"'
+    ): "needs a Citus cluster; the Citus tier compares its checksums (tests/test_citus_cluster.py)",
+    "heron ddl --layout citus > heron_citus.sql": (
+        "writes a file in the reader's folder; the same script is printed in "
+        "tests/test_cli.py::test_ddl_prints_the_citus_script"
+    ),
     "heron stub-llm": (
         "serves until Ctrl-C; the same endpoint (pytest_heron.systems.llm.stub.serve) answers "
         "test_the_llm_examples_run_against_the_stub and test_vendor_kit.py"

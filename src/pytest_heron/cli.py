@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_heron import __version__
 from pytest_heron.core.errors import HeronError
 from pytest_heron.core.safe_text import printable
-from pytest_heron.database import Server, embedded, from_dsn, redacted
 from pytest_heron.generate import LAYOUTS
 from pytest_heron.options import SCALES
 
@@ -28,12 +27,13 @@ def _say(msg: str) -> None:
 
 
 def _server(dsn: str | None) -> Server:
+    from pytest_heron.database import embedded, from_dsn
 
     return from_dsn(dsn) if dsn else embedded()
 
 
 def _seed(args: argparse.Namespace) -> int:
-    from pytest_heron.database import ensure_state
+    from pytest_heron.database import ensure_state, redacted
 
     started = time.perf_counter()
     server = _server(args.dsn)

@@ -29,7 +29,6 @@ from typing import Any
 import psycopg
 
 from pytest_heron import __version__
-from pytest_heron.audit import draw_variants, from_payload, variant_ids
 from pytest_heron.board import BUILTIN_PRICES, Protocol, load_protocol
 from pytest_heron.core.errors import (
     ENDPOINT_REFUSED,
@@ -63,7 +62,6 @@ from pytest_heron.results import (
 )
 from pytest_heron.sandbox import release_adapters
 from pytest_heron.scoring import Outcome, load_prices, price_for, score_question
-from pytest_heron.site import check_report_folder
 from pytest_heron.systems import (
     NEEDS,
     FileSystem,
@@ -123,6 +121,8 @@ class HeronRun:
         # files the run will read or write, checked before any process starts: a bad journal or
         # a report.html that is a folder fails now, not after the run
         if settings.report is not None:
+            from pytest_heron.site import check_report_folder
+
             check_report_folder(settings.report)
         if settings.resume and settings.output is not None:
             read_journal(journal_path(settings.output))
@@ -130,6 +130,8 @@ class HeronRun:
         if name == "file":
             ids: Collection[str] = self.questions
             if settings.variants is not None:
+                from pytest_heron.audit import variant_ids
+
                 ids = variant_ids(list(self.questions.values()), *settings.variants)
             self.system = _file_system(settings, ids, every=not selecting)
         else:
@@ -239,6 +241,8 @@ class HeronRun:
         """Replace the questions by their variants, drawn and audited on this run's states."""
         assert self.settings.variants is not None
         seed, count = self.settings.variants
+        from pytest_heron.audit import draw_variants
+
         drawn, self.variant_short = draw_variants(
             list(self.parents.values()), seed, count, [st.admin_dsn for st in self.states]
         )
@@ -388,6 +392,8 @@ class HeronRun:
         self.conditions = Conditions.from_json(payload["conditions"])
         self.resumed = list(payload.get("resumed", []))
         if payload.get("variants") is not None:
+            from pytest_heron.audit import from_payload
+
             rebuilt = from_payload(self.parents, payload["variants"])
             self.questions = {q.id: q for q in rebuilt}
 

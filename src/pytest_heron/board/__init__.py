@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from pytest_heron.board.submission import VERDICT as VERDICT
     from pytest_heron.board.submission import About as About
     from pytest_heron.board.submission import write_submission as write_submission
-    from pytest_heron.board.verify import summary_of as summary_of
-    from pytest_heron.board.verify import verify as verify
-    from pytest_heron.board.verify import write_verdict as write_verdict
+    from pytest_heron.board.verifier import summary_of as summary_of
+    from pytest_heron.board.verifier import verify as verify
+    from pytest_heron.board.verifier import write_verdict as write_verdict
 
 _DOOR = {
     "About": "submission",
@@ -34,10 +34,10 @@ _DOOR = {
     "check_board": "leaderboard",
     "default_protocol_path": "protocol",
     "load_protocol": "protocol",
-    "summary_of": "verify",
-    "verify": "verify",
+    "summary_of": "verifier",
+    "verify": "verifier",
     "write_board": "leaderboard",
     "write_submission": "submission",
-    "write_verdict": "verify",
+    "write_verdict": "verifier",
 }
 __getattr__ = opener(globals(), _DOOR)

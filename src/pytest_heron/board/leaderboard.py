@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from pytest_heron.board.standing import EX_FAMILY_KEYS, REFERENCE, standing
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
-from pytest_heron.board.verify import read_verdict
+from pytest_heron.board.verifier import read_verdict
 from pytest_heron.core.errors import HeronError, ResultsFileError
 from pytest_heron.core.safe_text import csv_cell, html_text, markdown_cell, one_line
 from pytest_heron.scoring import grade, mcnemar_exact

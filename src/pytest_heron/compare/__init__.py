@@ -167,10 +167,8 @@ if TYPE_CHECKING:
     from pytest_heron.compare.modes import set_equal as set_equal
     from pytest_heron.compare.modes import soft_f1 as soft_f1
     from pytest_heron.compare.order import unmapped_order as unmapped_order
-    from pytest_heron.compare.overlap import overlap as overlap
 
 _DOOR = {
-    "overlap": "overlap",
     "set_equal": "modes",
     "soft_f1": "modes",
     "unmapped_order": "order",

@@ -28,7 +28,7 @@ from psycopg.conninfo import conninfo_to_dict
 from pytest_heron.core.errors import BackendError, ConfigError
 from pytest_heron.core.progress import Steps
 from pytest_heron.database.server import Server
-from pytest_heron.generate import LAYOUTS, SeedResult, load_bundle
+from pytest_heron.generate import LAYOUTS, load_bundle
 from pytest_heron.sandbox import DANGEROUS_FUNCTIONS as roles_DANGEROUS_FUNCTIONS
 from pytest_heron.sandbox import (
     close_database,

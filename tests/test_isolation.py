@@ -463,7 +463,7 @@ def test_tokens_billed_before_a_kill_stay_with_the_question(
 
 
 FLOODING = """
-from pytest_heron.systems.llm import client
+from pytest_heron.systems.llm import replies as client
 
 class Flooding:
     name = "flooding"

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import hmac
 import secrets
+import time
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -209,12 +210,30 @@ def _create(conn: Conn, role: str, password: str) -> None:
             )
 
 
+_REVOKE_PUBLIC = sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC")
+
+
+def _catalog_update(conn: psycopg.Connection[Any], stmt: sql.Composed) -> None:
+    """Run a GRANT or REVOKE on a shared catalog row (a database's ACL). Two sessions changing
+    the same row at once make one of them fail with "tuple concurrently updated" (another
+    pytest process granting its adapter role CONNECT, say): that one tries again."""
+    for attempt in range(8):
+        try:
+            conn.execute(stmt)
+            return
+        except psycopg.errors.InternalError_ as exc:
+            if "concurrently updated" not in str(exc) or attempt == 7:
+                raise
+            time.sleep(0.02 * 2**attempt)
+
+
 def _grant_read(
     server_dsn: str, state_dsn: str, database: str, role: str, schemas: Sequence[str]
 ) -> None:
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(_ident(database), _ident(role))
+        _catalog_update(
+            conn,
+            sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(_ident(database), _ident(role)),
         )
     if not schemas:
         return
@@ -232,8 +251,11 @@ def close_database(server_dsn: str, state_dsn: str, database: str) -> None:
     """Only roles granted CONNECT (and the owner) may connect to ``database``; nobody but the
     owner may create objects in its ``public`` schema or make temporary tables there."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(_ident(database))
+        _catalog_update(
+            conn,
+            sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                _ident(database)
+            ),
         )
     with psycopg.connect(state_dsn, autocommit=True) as conn:
         conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
@@ -244,8 +266,11 @@ def close_maintenance_databases(server_dsn: str) -> None:
     ``template1`` (where the harness takes its locks)."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         for name in ("postgres", "template1"):
-            conn.execute(
-                sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(_ident(name))
+            _catalog_update(
+                conn,
+                sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                    _ident(name)
+                ),
             )
 
 

@@ -180,7 +180,7 @@ def reproduce(
     states: Sequence[StateRef],
     hidden: StateRef,
     *,
-    statement_timeout: float = 30.0,
+    statement_timeout: float = DEFAULT_STATEMENT_TIMEOUT_S,
     time_runs: int = TIME_RUNS,
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[str], dict[str, Any]]:

@@ -42,6 +42,7 @@ from pytest_heron.core.outside import Limits, read_json
 from pytest_heron.core.progress import Steps
 from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.core.safe_text import printable
+from pytest_heron.core.types import DEFAULT_STATEMENT_TIMEOUT_S
 from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring import TIME_RUNS, Outcome, Sample, Summary, score_sql

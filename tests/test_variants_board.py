@@ -37,6 +37,7 @@ samples: 1
 tolerance: 2
 prices: builtin
 variant_max_gap: 10
+max_gold_share_unreplayed: 1.0  # the stub answers with gold's SQL; the gold share has its tests
 """
 
 

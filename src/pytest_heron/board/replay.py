@@ -214,17 +214,23 @@ def not_from_cache(
     return out
 
 
-def _child_command(
+def protocol_run(
     adapter: str,
     protocol: Protocol,
+    work: Path,
+    output: str,
+    options: Sequence[str],
+    *,
     model: str | None,
     strategy: str | None,
     endpoint: str | None,
     questions_dir: Path | None,
-    work: Path,
     backend: str,
     dsn: str | None,
 ) -> list[str]:
+    """The pytest command that runs ``adapter`` under the protocol's conditions in ``work``
+    (its own LLM cache there, its results file ``work/output``), plus ``options``: the offline
+    replay and the verifier's variant check both ask the submitted system this way."""
     cmd = [
         sys.executable,
         "-m",
@@ -242,20 +248,19 @@ def _child_command(
         f"--heron-temperature={protocol.temperature:g}",
         f"--heron-samples={protocol.samples}",
         f"--heron-cache={work / 'cache'}",
-        "--heron-offline",
-        f"--heron-output={work / 'replay.json'}",
+        f"--heron-output={work / output}",
         f"--heron-backend={backend}",
+        *options,
     ]
-    if dsn:
-        cmd.append(f"--heron-dsn={dsn}")
-    if model:
-        cmd.append(f"--heron-model={model}")
-    if strategy:
-        cmd.append(f"--heron-strategy={strategy}")
-    if endpoint:
-        cmd.append(f"--heron-endpoint={endpoint}")
-    if questions_dir is not None:
-        cmd.append(f"--heron-questions={questions_dir}")
+    for flag, value in (
+        ("dsn", dsn),
+        ("model", model),
+        ("strategy", strategy),
+        ("endpoint", endpoint),
+        ("questions", questions_dir),
+    ):
+        if value:
+            cmd.append(f"--heron-{flag}={value}")
     return cmd
 
 
@@ -298,8 +303,18 @@ def replay(
         problems = [f"{CACHE}: holds no reply, so nothing can be replayed from it"]
     if problems:
         return Replay("failed", problems[0], reasons=problems)
-    cmd = _child_command(
-        adapter, protocol, model, strategy, endpoint, questions_dir, work, backend, dsn
+    cmd = protocol_run(
+        adapter,
+        protocol,
+        work,
+        "replay.json",
+        ["--heron-offline"],
+        model=model,
+        strategy=strategy,
+        endpoint=endpoint,
+        questions_dir=questions_dir,
+        backend=backend,
+        dsn=dsn,
     )
     say(f"replaying {adapter} offline from the shipped cache ({len(submitted)} questions)")
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")

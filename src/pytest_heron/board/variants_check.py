@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_heron.board.protocol import Protocol
+from pytest_heron.board.replay import protocol_run
 from pytest_heron.core.records import JSON
 
 CHECK_TIMEOUT_S = 3 * 3600
@@ -51,53 +51,6 @@ class VariantCheck:
             "variant_ex": self.variant_ex,
             "max_gap": self.max_gap,
         }
-
-
-def child_command(
-    adapter: str,
-    protocol: Protocol,
-    seed: int,
-    count: int,
-    *,
-    model: str | None,
-    strategy: str | None,
-    endpoint: str,
-    questions_dir: Path | None,
-    work: Path,
-    backend: str,
-    dsn: str | None,
-) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "-p",
-        "no:cacheprovider",
-        "-p",
-        "no:randomly",
-        "-q",
-        f"--rootdir={work}",
-        f"--heron-adapter={adapter}",
-        f"--heron-scale={protocol.scale}",
-        f"--heron-seed={protocol.seeds[0]}",
-        f"--heron-states={len(protocol.seeds)}",
-        f"--heron-temperature={protocol.temperature:g}",
-        f"--heron-samples={protocol.samples}",
-        f"--heron-variants={seed}:{count}",
-        f"--heron-endpoint={endpoint}",
-        f"--heron-cache={work / 'cache'}",  # a fresh cache: every variant is asked
-        f"--heron-output={work / 'variants.json'}",
-        f"--heron-backend={backend}",
-    ]
-    if dsn:
-        cmd.append(f"--heron-dsn={dsn}")
-    if model:
-        cmd.append(f"--heron-model={model}")
-    if strategy:
-        cmd.append(f"--heron-strategy={strategy}")
-    if questions_dir is not None:
-        cmd.append(f"--heron-questions={questions_dir}")
-    return cmd
 
 
 def check_variants(
@@ -133,16 +86,17 @@ def check_variants(
     say(f"asking {adapter} {count} variant(s) per question at the hidden seed")
     with tempfile.TemporaryDirectory(prefix="heron-variants-") as tmp:
         work = Path(tmp)
-        cmd = child_command(
+        # a fresh cache in work: every variant is asked
+        cmd = protocol_run(
             adapter,
             protocol,
-            seed,
-            count,
+            work,
+            "variants.json",
+            [f"--heron-variants={seed}:{count}"],
             model=model,
             strategy=strategy,
             endpoint=endpoint,
             questions_dir=questions_dir,
-            work=work,
             backend=backend,
             dsn=dsn,
         )

@@ -270,6 +270,10 @@ def test_a_full_run_is_accepted_by_the_verifier(page: Any, tmp_path: Path) -> No
         "browser", "1", "gold through the browser runner", "nobody", "https://example.org"
     )
     folder = write_submission(results, "browser-full", tmp_path / "submissions", about=about)
+    # the page answered with gold's SQL: the verifier's gold-share policy (a line left out of the
+    # run digest) is lifted here, as this test is about the page's run being reproduced
+    with protocol_path.open("a", encoding="utf-8") as f:
+        f.write("max_gold_share_unreplayed: 1.0\n")
     # the command, in a process of its own (as test_submissions.py runs it): the verifier stops
     # the server it started, which must not be this session's
     done = subprocess.run(

@@ -246,6 +246,7 @@ def test_a_full_run_is_accepted_by_the_verifier(page: Any, tmp_path: Path) -> No
 
     with ChatStub(gold, cors=True) as stub:
         page.fill("#endpoint", stub.url)
+        page.fill("#model", "stub-model")  # this test's own settings: no other test's order
         page.fill("#statement-timeout", "30")
         page.select_option("#tag-filter", "")
         page.click("#select-shown")

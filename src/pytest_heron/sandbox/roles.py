@@ -213,10 +213,11 @@ def _create(conn: Conn, role: str, password: str) -> None:
 _REVOKE_PUBLIC = sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC")
 
 
-def _catalog_update(conn: psycopg.Connection[Any], stmt: sql.Composed) -> None:
-    """Run a GRANT or REVOKE on a shared catalog row (a database's ACL). Two sessions changing
-    the same row at once make one of them fail with "tuple concurrently updated" (another
-    pytest process granting its adapter role CONNECT, say): that one tries again."""
+def _catalog_update(conn: psycopg.Connection[Any], stmt: sql.SQL | sql.Composed) -> None:
+    """Run a GRANT or REVOKE on a catalog row other sessions may change too (a database's or a
+    schema's ACL). Two sessions changing the same row at once make one of them fail with "tuple
+    concurrently updated" (another pytest process granting its own role, say): that one tries
+    again (the statements are idempotent)."""
     for attempt in range(8):
         try:
             conn.execute(stmt)
@@ -240,10 +241,11 @@ def _grant_read(
     names = sql.SQL(", ").join(_ident(schema) for schema in schemas)
     with psycopg.connect(state_dsn, autocommit=True) as conn:
         # Two statements for every schema, in one round trip (each once per state per run).
-        conn.execute(
+        _catalog_update(
+            conn,
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(names, _ident(role))
             + sql.SQL("; ")
-            + sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(names, _ident(role))
+            + sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(names, _ident(role)),
         )
 
 
@@ -258,7 +260,7 @@ def close_database(server_dsn: str, state_dsn: str, database: str) -> None:
             ),
         )
     with psycopg.connect(state_dsn, autocommit=True) as conn:
-        conn.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+        _catalog_update(conn, sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
 
 
 def close_maintenance_databases(server_dsn: str) -> None:

@@ -59,12 +59,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 @pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
+def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     """The test session's embedded server (started once; states are built once per data
-    version and reused by later test sessions)."""
+    version and reused by later test sessions). Under xdist the workers share it, and a worker
+    that finishes first must not stop it under the other's feet: only a run without workers
+    stops it at the end (a worker's server stops with the last process that uses it)."""
     srv = embedded()
     yield srv
-    srv.stop()
+    if not hasattr(request.config, "workerinput"):
+        srv.stop()
 
 
 @pytest.fixture(scope="session")

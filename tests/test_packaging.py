@@ -110,3 +110,18 @@ def test_the_core_runs_without_the_optional_packages() -> None:
         "auto": "embedded",
         "loaded": [],
     }
+
+
+def test_the_package_list_names_every_package_folder() -> None:
+    """A plain (not editable) install ships only the listed packages: a folder left out of
+    ``[tool.setuptools] packages`` installs without it and the plugin fails to import."""
+    root = Path(__file__).resolve().parents[1]
+    mapped = PYPROJECT["tool"]["setuptools"]["package-dir"]
+    found: list[str] = []
+    for top, folder in (("pytest_heron", root / "src" / "pytest_heron"),) + tuple(
+        (name, root / where) for name, where in sorted(mapped.items()) if name
+    ):
+        for init in sorted(folder.rglob("__init__.py")):
+            parts = init.parent.relative_to(folder).parts
+            found.append(".".join((top, *parts)))
+    assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(found)

@@ -426,3 +426,23 @@ def test_the_llm_examples_run_against_the_stub(tmp_path: Path) -> None:
                 run.stdout[-3000:] + run.stderr[-2000:]
             )
             assert "heron::q005" in run.stdout and "model=heron-stub" in run.stdout
+
+
+def test_every_test_a_page_names_exists() -> None:
+    """The guarantee tables (docs/threat-model.md, docs/verification.md) name the test that
+    holds each guarantee; a renamed or removed test must not leave a guarantee unheld."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {
+        (page.name, file, test)
+        for page in pages
+        for file, test in re.findall(r"(test_\w+\.py)::(test_\w+)", page.read_text())
+    }
+    assert len(named) >= 40
+    missing = [
+        f"{page}: {file}::{test}"
+        for page, file, test in sorted(named)
+        if not re.search(
+            rf"^(async )?def {test}\(", (ROOT / "tests" / file).read_text(), re.MULTILINE
+        )
+    ]
+    assert not missing, missing

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-import { checkStatement } from "./parser.mjs";
+import { checkStatement, factory, startGuard } from "./parser.mjs";
 
 const { cases } = JSON.parse(readFileSync(new URL("../data/guard_cases.json", import.meta.url), "utf8"));
 
@@ -36,4 +36,13 @@ test("after the engine's stack runs out inside the parser, the next statement is
   assert.equal((await checkStatement(deep))?.kind, "nesting");
   assert.equal(await checkStatement("SELECT 1"), null);
   assert.equal((await checkStatement("SELECT 1; SELECT 2"))?.kind, "statements");
+});
+
+test("a parser that does not load refuses every statement, and a later start is used", async () => {
+  startGuard(Promise.reject(new Error("libpg-query.js did not load")));
+  const verdict = await checkStatement("SELECT 1");
+  assert.equal(verdict?.kind, "parse");
+  assert.match(verdict.reason, /its parser did not load: libpg-query.js did not load/);
+  startGuard(factory);
+  assert.equal(await checkStatement("SELECT 1"), null);
 });

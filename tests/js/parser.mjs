@@ -6,10 +6,11 @@ import { join } from "node:path";
 
 import { startGuard } from "../../src/pytest_heron/browser/assets/guard.js";
 
-export { checkStatement } from "../../src/pytest_heron/browser/assets/guard.js";
+export { checkStatement, startGuard } from "../../src/pytest_heron/browser/assets/guard.js";
 
 const folder = process.env.HERON_LIBPG_QUERY;
 if (!folder) {
   throw new Error("HERON_LIBPG_QUERY must name the unpacked libpg-query folder (tests/node_js.py sets it)");
 }
-startGuard(createRequire(import.meta.url)(join(folder, "libpg-query.js")));
+export const factory = createRequire(import.meta.url)(join(folder, "libpg-query.js"));
+startGuard(factory);

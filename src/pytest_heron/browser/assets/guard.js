@@ -42,7 +42,9 @@ export function startGuard(makeFactory) {
 }
 
 function instantiate() {
-  return factory.then((make) => make());
+  const module = factory.then((make) => make());
+  module.catch(() => {}); // a failure is reported by the check that awaits it
+  return module;
 }
 
 const reject = (kind, reason) => ({ kind, reason });

@@ -7,14 +7,19 @@ runner (tests/js/*.test.mjs) and, against the Python code, through ``tests/js/se
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_heron.browser import vendor
+from pytest_heron.core.paths import cache_dir
 from wire import encode_rows
 
 JS_DIR = Path(__file__).parent / "js"
@@ -36,16 +41,41 @@ def node() -> str:
     return found
 
 
-class JsServer:
-    """One ``node tests/js/server.mjs`` process: comparisons and guard decisions, line by line."""
+@functools.cache
+def parser_dir() -> Path:
+    """The guard's parser files as the runner vendors them (libpg-query.js and .wasm, from the
+    verified npm tarball), in a cache folder marked CommonJS for Node's ``require``."""
+    package = vendor.LIBPG_QUERY
+    folder = cache_dir() / "browser" / f"{package.folder}-{package.version}-node"
+    if not (folder / "package.json").exists():
+        tgz = vendor.fetch(package, cache_dir() / "browser")
+        scratch = Path(tempfile.mkdtemp(dir=folder.parent))
+        vendor.unpack(package, tgz, scratch)
+        (scratch / "package.json").write_text('{"type": "commonjs"}\n', encoding="utf-8")
+        try:
+            scratch.rename(folder)  # another worker may have been first: its copy is the same
+        except OSError:
+            shutil.rmtree(scratch)
+    return folder
 
-    def __init__(self) -> None:
+
+def node_env() -> dict[str, str]:
+    """The environment of a node process that loads the guard (tests/js/parser.mjs)."""
+    return {**os.environ, "HERON_LIBPG_QUERY": str(parser_dir())}
+
+
+class JsServer:
+    """One ``node tests/js/server.mjs`` process: comparisons and guard decisions, line by line
+    (with ``parser``, the guard's parser is unpacked for it first)."""
+
+    def __init__(self, *, parser: bool = False) -> None:
         self.proc = subprocess.Popen(
             [node(), str(JS_DIR / "server.mjs")],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
             encoding="utf-8",
+            env=node_env() if parser else None,
         )
 
     def ask(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -64,6 +94,9 @@ class JsServer:
     def guard(self, sql: str) -> dict[str, Any] | None:
         verdict: dict[str, Any] | None = self.ask({"guard": sql})["verdict"]
         return verdict
+
+    def guard_rules(self) -> dict[str, Any]:
+        return self.ask({"guard_rules": True})
 
     def close(self) -> None:
         assert self.proc.stdin is not None

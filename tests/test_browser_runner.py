@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from chat_stub import ChatStub, completion
+from guard_cases import CASES, case_sql, mismatches
 from pytest_heron import sandbox
 from pytest_heron.board.checks import check_folder
 from pytest_heron.board.protocol import parse_protocol
@@ -104,6 +105,21 @@ def test_the_page_holds_the_seeded_state(page: Any, tiny_state: Any) -> None:
     seeded = list(table_checksums(tiny_state.admin_dsn, schemas))
     assert shown == [[n, str(r), s] for n, r, s in [*seeded, total_line(seeded)]]
     assert page.text_content("#load-status") == "loaded"
+
+
+def test_the_page_guard_decides_as_the_case_file_says(page: Any) -> None:
+    """The guard the page loaded (libpg-query's WebAssembly parser, in Chromium) on every shared
+    case of tests/data/guard_cases.json, with the Python guard's reasons (tests/guard_cases.py)."""
+    verdicts = page.evaluate(
+        """async (text) => {
+            const { checkStatement } = await import("./assets/guard.js");  // the page's instance
+            const out = [];
+            for (const sql of JSON.parse(text)) out.push(await checkStatement(sql));
+            return out;
+        }""",
+        json.dumps([case_sql(case) for case in CASES]),  # ASCII: lone surrogates travel escaped
+    )
+    assert mismatches(verdicts) == {}
 
 
 WRONG = "SELECT currency_code, orders + 1 AS orders FROM ({gold}) AS g"

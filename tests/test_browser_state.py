@@ -79,6 +79,11 @@ def test_the_runner_build_is_deterministic(tmp_path: Path) -> None:
     assert {"runner.html", "benchmark.json", "pglite/postgres.wasm", "state/state.json"} <= set(
         tree
     )
+    assert [n for n in tree if n.startswith("libpg-query/")] == [
+        "libpg-query/LICENSE",
+        "libpg-query/libpg-query.js",
+        "libpg-query/libpg-query.wasm",
+    ]
     assert len([n for n in tree if n.startswith("state/data/")]) == 211
     bench = json.loads((first / "benchmark.json").read_text(encoding="utf-8"))
     assert bench["board_eligible"] is False
@@ -103,3 +108,14 @@ def test_only_the_files_the_page_loads_are_vendored(pglite: Path, tmp_path: Path
         for n in names
     )
     assert (tmp_path / "postgres.wasm").read_bytes() == (pglite / "dist/postgres.wasm").read_bytes()
+
+
+def test_the_guard_s_parser_is_vendored_from_its_pinned_tarball(tmp_path: Path) -> None:
+    """libpg-query: only its Emscripten module, the WebAssembly and the licence are copied."""
+    package = vendor.LIBPG_QUERY
+    tgz = vendor.fetch(package, cache_dir() / "browser")
+    assert vendor.integrity(tgz) == package.integrity
+    names = vendor.unpack(package, tgz, tmp_path)
+    assert names == ["LICENSE", "libpg-query.js", "libpg-query.wasm"]
+    assert (tmp_path / "libpg-query.wasm").read_bytes()[:4] == b"\0asm"
+    assert "MIT License" in (tmp_path / "LICENSE").read_text(encoding="utf-8")

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from node_js import JS_DIR, JsServer, node
+from node_js import JS_DIR, JsServer, node, node_env
 from pytest_heron.compare import compare
 
 
@@ -27,7 +27,12 @@ def test_node_test_runner_passes_the_js_tests() -> None:
     files = sorted(str(p) for p in JS_DIR.glob("*.test.mjs"))
     assert len(files) >= 2, "the JavaScript tests are missing"
     done = subprocess.run(
-        [node(), "--test", *files], capture_output=True, text=True, timeout=600, cwd=JS_DIR
+        [node(), "--test", *files],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=JS_DIR,
+        env=node_env(),  # tests/js/guard.test.mjs loads the guard's parser
     )
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
     assert "# fail 0" in done.stdout

@@ -3,10 +3,11 @@
 //   {"gold": rows, "pred": rows, "order": null | [..], "superset": bool} (rows in the tagged
 //   form of tests/wire.py) -> {"equal": bool, "reason": str}
 //   {"guard": sql} -> {"verdict": null | {"kind", "reason"}}
+//   {"guard_rules": true} -> {"writes": the guard's table of write and lock keys}
 import { createInterface } from "node:readline";
 
 import { compare } from "../../src/pytest_heron/browser/assets/compare.js";
-import { checkStatement } from "../../src/pytest_heron/browser/assets/guard.js";
+import { WRITES } from "../../src/pytest_heron/browser/assets/guard.js";
 import { decodeRows } from "./wire.mjs";
 
 const lines = createInterface({ input: process.stdin });
@@ -16,7 +17,12 @@ for await (const line of lines) {
   try {
     const req = JSON.parse(line);
     if ("guard" in req) {
-      process.stdout.write(JSON.stringify({ verdict: checkStatement(req.guard) }) + "\n");
+      const { checkStatement } = await import("./parser.mjs"); // loaded on the first guard request
+      process.stdout.write(JSON.stringify({ verdict: await checkStatement(req.guard) }) + "\n");
+      continue;
+    }
+    if ("guard_rules" in req) {
+      process.stdout.write(JSON.stringify({ writes: WRITES }) + "\n");
       continue;
     }
     const result = compare(decodeRows(req.gold), decodeRows(req.pred), { order: req.order ?? null, superset: Boolean(req.superset) });

@@ -5,6 +5,8 @@ Layout of the folder::
     runner.html            the page (plain HTML; no external resources)
     assets/*.js            the page's modules: runner, database worker, comparator, guard, state
     pglite/                PGlite 0.2.17, vendored from npm (see :mod:`.vendor`)
+    libpg-query/           the guard's parser: libpg-query 16.7.3 (PostgreSQL 16's parser in
+                           WebAssembly), vendored from npm the same way
     state/                 schema.sql, constraints.sql, data/*.copy.gz, state.json (:mod:`.data`)
     benchmark.json         the questions (public fields and gold SQL), the agent's prompts and
                            tool schemas (taken from :mod:`pytest_heron.systems.agent`), limits
@@ -110,9 +112,10 @@ def build_runner(
     for name in ASSETS:
         (out / "assets" / name).write_bytes((source / name).read_bytes())
     (out / PAGE).write_bytes((source / PAGE).read_bytes())
-    say(f"vendoring {vendor.PGLITE_PACKAGE}@{vendor.PGLITE_VERSION}")
-    tgz = vendor.fetch_pglite((cache or cache_dir()) / "browser")
-    vendor.vendor_pglite(tgz, out / "pglite")
+    for package in vendor.PACKAGES:
+        say(f"vendoring {package.spec}")
+        tgz = vendor.fetch(package, (cache or cache_dir()) / "browser")
+        vendor.unpack(package, tgz, out / package.folder)
     say(f"writing the {scale} state of seed {seed}")
     data.write_state(out / "state", scale, seed, say)
     doc = benchmark_document(scale, seed)

@@ -88,9 +88,8 @@ def _first_line(exc: BaseException, default: str) -> str:
     return (text.splitlines()[0] if text else default)[:300]
 
 
-def check_statement(sql_text: str) -> str | None:
-    """None if ``sql_text`` is exactly one read-only query; else why it is rejected. Never
-    raises (a comment after the final ``;`` is part of the one statement)."""
+def _check_text(sql_text: object) -> str | None:
+    """What is refused before any parsing: not text, too long, a NUL byte, not UTF-8."""
     if not isinstance(sql_text, str):
         return f"the SQL is not text but {type(sql_text).__name__}"
     if len(sql_text) > MAX_SQL_CHARS:
@@ -107,6 +106,15 @@ def check_statement(sql_text: str) -> str | None:
             f"the SQL is not valid Unicode text (code point U+{ord(sql_text[exc.start]):04X}"
             f" at character {exc.start:,} cannot be encoded as UTF-8)"
         )
+    return None
+
+
+def check_statement(sql_text: str) -> str | None:
+    """None if ``sql_text`` is exactly one read-only query; else why it is rejected. Never
+    raises (a comment after the final ``;`` is part of the one statement)."""
+    reason = _check_text(sql_text)
+    if reason is not None:
+        return reason
     try:
         return _check_parsed(sql_text)
     except _OutOfSteps:
@@ -167,6 +175,13 @@ def _check_postgres(sql_text: str) -> str | None:
         clause = _PG_WRITES[found.group(1)]
         return f"the query contains a {clause} clause, which could change data"
     return None
+
+
+def check_with_postgres(sql_text: str) -> str | None:
+    """The verdict of PostgreSQL's parser alone, without sqlglot's: what the browser runner's
+    guard (browser/assets/guard.js, on the same parser in WebAssembly) decides, word for word.
+    A statement it accepts may still be refused by :func:`check_statement`."""
+    return _check_text(sql_text) or _check_postgres(sql_text)
 
 
 def _check_parsed(sql_text: str) -> str | None:

@@ -6,13 +6,26 @@
 // lives in the key field and in this module's memory, and is sent only to the endpoint.
 
 import { compare } from "./compare.js";
-import { checkStatement } from "./guard.js";
+import { checkStatement, startGuard } from "./guard.js";
 import { decodeRows } from "./wire.js";
 
 const $ = (id) => document.getElementById(id);
 const MAX_ROWS = 200_000;
 const bench = await (await fetch(new URL("../benchmark.json", import.meta.url))).json();
 const PROTOCOL_NAME = "heron-browser-tiny";
+
+// The guard's parser (libpg-query's Emscripten module) is a classic script, not an ES module: it
+// defines the global PgQueryModule and finds libpg-query.wasm beside itself. It loads while the
+// state does; the first checkStatement waits for it.
+startGuard(
+  new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = new URL("../libpg-query/libpg-query.js", import.meta.url).href;
+    script.onload = () => resolve(globalThis.PgQueryModule);
+    script.onerror = () => reject(new Error(`${script.src} did not load`));
+    document.head.append(script);
+  }),
+);
 
 // --- the database worker ----------------------------------------------------------------------
 
@@ -87,7 +100,7 @@ function showLoad(text) {
 
 /** One statement, as pytest_heron.sandbox.execute does it: guard, read-only, time limit. */
 async function execute(db, sql, timeoutS) {
-  const refused = checkStatement(sql);
+  const refused = await checkStatement(sql);
   if (refused) return { ok: false, errorKind: "rejected", error: refused.reason };
   try {
     const got = await db.query(sql, timeoutS);

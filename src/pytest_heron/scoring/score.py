@@ -9,10 +9,12 @@ prediction, its billed usage and its latency kept.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from pytest_heron import compare, sandbox
@@ -344,27 +346,52 @@ ROW_TEXT = 60
 GOLD_SCANNED = 10_000  # gold rows looked through to mark a predicted row as not in gold
 
 
+def _cell(value: Any) -> str:
+    """A value as a reader writes it: numbers and dates plainly, text quoted, NULL as NULL."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    if isinstance(value, (int, float, Decimal, dt.date, dt.time, dt.timedelta)):
+        return str(value)
+    return repr(value)
+
+
 def _row_text(row: Any) -> str:
-    text = repr(tuple(row))
+    text = "(" + ", ".join(_cell(v) for v in tuple(row)) + ")"
     return text if len(text) <= ROW_TEXT else text[: ROW_TEXT - 3] + "..."
 
 
 def rows_side_by_side(gold: Sequence[Any], predicted: Sequence[Any], seed: int) -> str:
-    """Gold's first rows beside the prediction's, on one state; a predicted row that is not one
-    of gold's rows as written is marked ``≠`` (columns in another order are not recognised).
+    """Gold's first rows beside the prediction's, on one state. Each predicted row is marked:
+    ``=`` gold has this row at this position, ``~`` it is one of gold's rows but at another
+    position, ``≠`` it is none of gold's rows as written (columns in another order are not
+    recognised). The first row not marked ``=`` is where the two first differ.
 
-    >>> print(rows_side_by_side([(1, "a"), (2, "b")], [(1, "a"), (3, "c"), (4, "d")], 42))
+    >>> print(rows_side_by_side([(1, "a"), (2, "b")], [(1, "a"), (3, "c"), (2, "b")], 42))
     first rows on seed 42 (gold 2 rows | predicted 3 rows):
         (1, 'a') | = (1, 'a')
         (2, 'b') | ≠ (3, 'c')
-                 | ≠ (4, 'd')
+                 | ~ (2, 'b')
+        (= the same row there, ~ one of gold's rows but elsewhere, ≠ none of gold's rows)
+    >>> print(rows_side_by_side([(Decimal("1.50"), None)], [], 7))
+    first rows on seed 7 (gold 1 rows | predicted 0 rows):
+        (1.50, NULL) | (none)
     """
     known = {repr(tuple(r)) for r in list(gold[:GOLD_SCANNED])}
     left = [_row_text(r) for r in list(gold[:SHOWN_ROWS])]
-    right = [
-        ("= " if repr(tuple(r)) in known else "≠ ") + _row_text(r)
-        for r in list(predicted[:SHOWN_ROWS])
-    ]
+    right = []
+    for i, row in enumerate(list(predicted[:SHOWN_ROWS])):
+        text = repr(tuple(row))
+        if i < len(gold) and text == repr(tuple(gold[i])):
+            mark = "= "
+        else:
+            mark = "~ " if text in known else "≠ "
+        right.append(mark + _row_text(row))
     width = max([len(t) for t in left] + [8])
     lines = [
         f"first rows on seed {seed} (gold {len(gold)} rows | predicted {len(predicted)} rows):"
@@ -373,6 +400,10 @@ def rows_side_by_side(gold: Sequence[Any], predicted: Sequence[Any], seed: int) 
         a = left[i] if i < len(left) else ("(none)" if not left and i == 0 else "")
         b = right[i] if i < len(right) else ("(none)" if not right and i == 0 else "")
         lines.append(f"    {a:<{width}} | {b}".rstrip())
+    if right:
+        lines.append(
+            "    (= the same row there, ~ one of gold's rows but elsewhere, ≠ none of gold's rows)"
+        )
     return "\n".join(lines)
 
 

@@ -186,6 +186,15 @@ def test_a_derived_parameter_may_appear_in_gold_alone(tmp_path: Path) -> None:
     (q,) = load_questions(tmp_path)
     assert q.question == "How many customers does tenant 1 have, counted in minutes?"
     assert q.gold_sql.startswith("SELECT count(*) * 60 AS in_minutes FROM")
+    # the drawn unit may reach gold only through the seconds derived from it ...
+    text = (tmp_path / "q.yaml").read_text()
+    (tmp_path / "q.yaml").write_text(text.replace(" AS in_{unit:raw}", ""))
+    (q,) = load_questions(tmp_path)
+    assert q.gold_sql.startswith("SELECT count(*) * 60 FROM")
+    # ... but must reach it somehow
+    (tmp_path / "q.yaml").write_text(text.replace(" * {secs} AS in_{unit:raw}", ""))
+    with pytest.raises(QuestionFileError, match=r"gold_sql does not name parameter \{unit\}"):
+        load_questions(tmp_path)
 
 
 def test_every_builtin_question_has_parameters() -> None:

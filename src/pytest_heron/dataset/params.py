@@ -19,7 +19,8 @@ template rendered with every ``default``; a variant renders other values drawn f
 
 A ``derived`` parameter is not drawn: it is the first cell of its query over the drawn values
 (the drawn tenant's name, the seconds in a drawn unit). Every drawn parameter must appear in the
-English and in the gold SQL; a derived one in at least one of them.
+English and reach the gold SQL (named there, or by a derived parameter gold names); a derived one
+must appear in at least one of the two.
 
 Draws are pure functions of (seed, question id, draw index, parameter name) through BLAKE2b:
 the same on every machine and every Python (never ``hash()``). A ``query`` domain is the sorted,

@@ -12,7 +12,14 @@ on every machine:
   columns everywhere, no tie at a LIMIT boundary);
 - its gold result differs from the parent's (public) gold result on every state, so the public
   SQL pasted as an answer is wrong on every state;
-- its English and its result (on all states together) differ from every earlier variant's.
+- its English, its gold SQL and its result (on all states together) differ from every earlier
+  variant's (and the English and SQL from the parent's).
+
+A variant of an empty probe is an empty probe too (unless the file says
+``variants_empty_probe: false``): it must return no rows on every state, like its parent, so it
+cannot differ from the parent or from another variant in result; for it those two result checks
+are left out and the English and SQL checks stand (the public SQL pasted for it stays right,
+which the built-in set accepts for q010 alone: docs/variants.md).
 
 A question with no draw left after :data:`MAX_DRAWS_PER_VARIANT` tries per variant has fewer
 variants (reported, never filled with a broken one).
@@ -92,6 +99,7 @@ def instantiate(q: GoldQuestion, values: Mapping[str, Value], vid: str) -> GoldQ
         question=render(q.template_question, values, sql=False),
         gold_sql=render(q.template_sql, values, sql=True),
         parent=q.id,
+        empty_probe=q.variants_empty_probe,
     )
 
 
@@ -127,6 +135,10 @@ def _text_key(s: str) -> str:
     return " ".join(re.sub(r"[^a-z0-9 ]", " ", s.lower()).split())
 
 
+def _sql_key(s: str) -> str:
+    return " ".join(s.split())
+
+
 def _same(a: Sequence[Any], b: Sequence[Any]) -> bool:
     return all(compare.compare(x.rows, y.rows).equal for x, y in zip(a, b, strict=True))
 
@@ -145,10 +157,15 @@ def draw_question(
         if p.derived is not None:
             continue
         if p.query is not None:
-            got = run_gold(dsns[0], p.query)
-            if not got.ok:
-                return [], f"the domain query of {p.name} fails: {got.error}"
-            domains[p.name] = queried_domain(got.rows)
+            # the values the query returns on every state: a drawn value exists on each
+            found: tuple[Value, ...] | None = None
+            for d in dsns:
+                got = run_gold(d, p.query)
+                if not got.ok:
+                    return [], f"the domain query of {p.name} fails: {got.error}"
+                here = dict.fromkeys(queried_domain(got.rows))  # membership only
+                found = tuple(here) if found is None else tuple(v for v in found if v in here)
+            domains[p.name] = found or ()
         else:
             domains[p.name] = p.values
         if not domains[p.name]:
@@ -156,6 +173,7 @@ def draw_question(
     parent_runs = [run_gold(d, q.gold_sql) for d in dsns]
     default = defaults(q.parameters)
     texts = {_text_key(q.question)}
+    sqls = {_sql_key(q.gold_sql)}
     drawn_names = [p.name for p in q.parameters if p.derived is None]
     tried: list[tuple[Value, ...]] = [tuple(default[n] for n in drawn_names)]
     results: list[Sequence[Any]] = []
@@ -184,6 +202,9 @@ def draw_question(
         if _text_key(vq.question) in texts:
             last = "same English as an earlier one"
             continue
+        if _sql_key(vq.gold_sql) in sqls:
+            last = "same gold SQL as an earlier one"
+            continue
         problems = static_problems(vq)
         if problems:
             last = "; ".join(f"{k}: {v}" for k, v in problems.items())
@@ -193,15 +214,18 @@ def draw_question(
         if problems:
             last = "; ".join(f"{k}: {v}" for k, v in problems.items())
             continue
-        if any(
+        # an empty probe's variants are all empty (the state audit held that): they differ in
+        # English and SQL only
+        if not vq.empty_probe and any(
             compare.compare(r.rows, p.rows).equal for r, p in zip(runs, parent_runs, strict=True)
         ):
             last = "the same result as the public question on a state"
             continue
-        if any(_same(runs, earlier) for earlier in results):
+        if not vq.empty_probe and any(_same(runs, earlier) for earlier in results):
             last = "the same result as an earlier variant"
             continue
         texts.add(_text_key(vq.question))
+        sqls.add(_sql_key(vq.gold_sql))
         results.append(runs)
         values_sorted = tuple((p.name, values[p.name]) for p in q.parameters)
         out.append(Variant(vq, seed, len(out), draw - 1, values_sorted))

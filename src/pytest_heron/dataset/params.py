@@ -12,13 +12,20 @@ Its ``question`` and ``gold_sql`` name them as placeholders: ``{tenant}``. In th
 placeholder renders as plain text (``2024-01-01``, ``Reid and Sons``); in the gold SQL as a SQL
 literal (``1``, ``'Reid and Sons'`` with quotes doubled, ``DATE '2024-01-01'``). Two modifiers:
 ``{year+1}`` adds to an integer (or to a date, in days), ``{year:raw}`` renders the value as
-plain text in the SQL too (allowed for integers and dates only, so a value can never leave a
-string literal it is written into). The public question is the template rendered with every
-``default``; a variant renders other values drawn from the domains.
+plain text in the SQL too (allowed for integers, dates and text that is a lowercase word
+``[a-z][a-z0-9_]*``, such as a unit in a column alias or a function name, so a value can never
+leave a string literal it is written into nor add SQL of its own). The public question is the
+template rendered with every ``default``; a variant renders other values drawn from the domains.
+
+A ``derived`` parameter is not drawn: it is the first cell of its query over the drawn values
+(the drawn tenant's name, the seconds in a drawn unit). Every drawn parameter must appear in the
+English and reach the gold SQL (named there, or by a derived parameter gold names); a derived one
+must appear in at least one of the two.
 
 Draws are pure functions of (seed, question id, draw index, parameter name) through BLAKE2b:
 the same on every machine and every Python (never ``hash()``). A ``query`` domain is the sorted,
-de-duplicated first column of a query run on a state (the caller runs it).
+de-duplicated first column of a query, keeping the values it returns on every state the variants
+are audited on (the caller runs it).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ KINDS = (
 )
 NAME_PATTERN = re.compile(r"[a-z_][a-z0-9_]*")
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)([+-][0-9]+)?(?::(raw))?\}")
+RAW_WORD = re.compile(r"[a-z][a-z0-9_]*")  # the only text ``:raw`` writes into SQL
 MAX_DOMAIN = 10_000
 
 
@@ -60,7 +68,7 @@ class Parameter:
     kind: str
     default: Value
     values: tuple[Value, ...] = ()  # a listed domain, or a range expanded
-    query: str | None = None  # a domain read from a state: sorted distinct first column
+    query: str | None = None  # a domain read from the states: sorted distinct first column
     derived: str | None = None  # not drawn: the first cell of this query over the others
 
     def domain(self, queried: Sequence[Value] | None = None) -> tuple[Value, ...]:
@@ -196,8 +204,11 @@ def render(template: str, values: Mapping[str, Value], *, sql: bool) -> str:
         if not sql:
             return text(value)
         if raw:
-            if isinstance(value, str):
-                raise ParameterError(f"placeholder {m.group(0)}: :raw is for integers and dates")
+            if isinstance(value, str) and not RAW_WORD.fullmatch(value):
+                raise ParameterError(
+                    f"placeholder {m.group(0)}: :raw is for integers, dates and lowercase words"
+                    f" [a-z][a-z0-9_]*, got {value!r:.40}"
+                )
             return text(value)
         return sql_literal(value)
 

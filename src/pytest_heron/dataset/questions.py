@@ -48,6 +48,7 @@ FIELDS = {
     "retrieval",
     "traps",
     "empty_probe",
+    "variants_empty_probe",
     "parameters",
     "parameters_none_reason",
     "rules_out",
@@ -77,6 +78,9 @@ class GoldQuestion:
     parameters_none_reason: str = ""
     rules_out: str = ""
     parent: str | None = None
+    # whether the variants are empty probes too (the file's ``variants_empty_probe``, default
+    # ``empty_probe``): an empty probe whose only constant cannot vary while staying empty
+    variants_empty_probe: bool = False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -208,6 +212,11 @@ def _parse(raw: Any, path: str, index: int, *, check_order: bool = True) -> Gold
             raise bad(name, "must be a non-empty string")
     if "parameters" in raw and "parameters_none_reason" in raw:
         raise bad("parameters", "give parameters or parameters_none_reason, not both")
+    variants_empty_probe = raw.get("variants_empty_probe", empty_probe)
+    if not isinstance(variants_empty_probe, bool):
+        raise bad("variants_empty_probe", "must be true or false")
+    if "variants_empty_probe" in raw and "parameters" not in raw:
+        raise bad("variants_empty_probe", "needs parameters (it describes the variants)")
     template_question = raw["question"].strip()
     template_sql = raw["gold_sql"].strip()
     params: tuple[Parameter, ...] = ()
@@ -217,18 +226,30 @@ def _parse(raw: Any, path: str, index: int, *, check_order: bool = True) -> Gold
             params = parse_parameters(raw["parameters"])
             declared = {p.name for p in params}
             drawn = {p.name for p in params if p.derived is None}
-            for field, template, needed in (
-                ("question", template_question, declared),
-                ("gold_sql", template_sql, drawn),
-            ):
+            derived_from = {p.name: set(placeholders(p.derived)) for p in params if p.derived}
+            named_anywhere: set[str] = set()
+            for field, template in (("question", template_question), ("gold_sql", template_sql)):
                 named = set(placeholders(template))
                 if named - declared:
                     raise ParameterError(
                         f"{field} names undeclared {{{sorted(named - declared)[0]}}}"
                     )
-                if needed - named:
-                    missing = sorted(needed - named)[0]
+                named_anywhere |= named
+                # a drawn value must be stated in the English and used by gold (there, also
+                # through a derived parameter computed from it); a derived one in either
+                reached = set(named)
+                todo = sorted(named) if field == "gold_sql" else []
+                while todo:
+                    for m in sorted(derived_from.get(todo.pop(), ())):
+                        if m not in reached:
+                            reached.add(m)
+                            todo.append(m)
+                if drawn - reached:
+                    missing = sorted(drawn - reached)[0]
                     raise ParameterError(f"{field} does not name parameter {{{missing}}}")
+            if declared - named_anywhere:
+                unused = sorted(declared - named_anywhere)[0]
+                raise ParameterError(f"neither question nor gold_sql names {{{unused}}}")
             question = render(template_question, defaults(params), sql=False)
             gold = render(template_sql, defaults(params), sql=True)
         except ParameterError as exc:
@@ -257,6 +278,7 @@ def _parse(raw: Any, path: str, index: int, *, check_order: bool = True) -> Gold
         template_sql=template_sql if params else "",
         parameters_none_reason=str(raw.get("parameters_none_reason", "")).strip(),
         rules_out=str(raw.get("rules_out", "")).strip(),
+        variants_empty_probe=variants_empty_probe,
     )
 
 

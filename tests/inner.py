@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -44,10 +44,13 @@ class Scenario:
         target.write_text(text)
         return target
 
-    def run(self, *args: str, timeout: float = 1200) -> pytest.RunResult:
+    def run(
+        self, *args: str, timeout: float = 1200, env: Mapping[str, str] | None = None
+    ) -> pytest.RunResult:
         """``python -m pytest *args`` in the folder, with the folder on PYTHONPATH (so adapters
-        written there import, in the adapter's child process too)."""
-        env = dict(os.environ, **LEAN_ENV)
+        written there import, in the adapter's child process too); ``env`` adds variables
+        (a PYTHONPATH there comes after the folder)."""
+        env = dict(os.environ, **LEAN_ENV, **(env or {}))
         env.pop("PYTEST_ADDOPTS", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.path), env.get("PYTHONPATH")]))
         basetemp = self.path.with_name(f"{self.path.name}-basetemp-{time.monotonic_ns()}")

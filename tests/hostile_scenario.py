@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from inner import Scenario
+from inner import Scenario, in_parallel
 from pytest_heron.systems import jail
 
 QUESTIONS = """\
@@ -241,42 +241,47 @@ def _alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
-    """Each run, then what only this moment can tell: the adapter's pids (and which still run
+def _run(scenario: Scenario, key: str) -> dict[str, pytest.RunResult]:
+    """One run, then what only this moment can tell: the adapter's pids (and which still run
     right after the run) and the open folder it was given (removed afterwards)."""
-    runs: dict[str, pytest.RunResult] = {}
-    for key in keys():
-        jailed, workers = RUNS[key]
-        folder = _open_folder()
-        try:
-            runs[key] = scenario.run(
-                "--heron-adapter=hostile_adapter:Hostile",
-                f"--heron-questions={folder / 'questions'}",
-                f"--heron-output={scenario.path / f'{key}.json'}",
-                f"--heron-cache={scenario.path / f'llm-{key}'}",
-                "--heron-timeout=2",
-                "--heron-scale=tiny",
-                "--heron-states=1",
-                "-n",
-                workers,
-                "-p",
-                "no:cacheprovider",
-                timeout=HANG_GUARD_S,
-                env={
-                    jail.ENV: "auto" if jailed else "none",
-                    "PYTHONPATH": os.pathsep.join(
-                        filter(None, [str(folder), os.environ.get("PYTHONPATH")])
-                    ),
-                },
-            )
-            pids = (folder / "pids" / "pids.txt").read_text().split()
-            alive = [p for p in pids if _alive(int(p))]
-            private = sorted(str(p) for p in jail.private_root().iterdir()) if jailed else []
-            runs[f"{key}-pids"] = pytest.RunResult(0, pids, alive, 0.0)
-            runs[f"{key}-where"] = pytest.RunResult(0, [str(folder)], private, 0.0)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-    return runs
+    jailed, workers = RUNS[key]
+    folder = _open_folder()
+    try:
+        run = scenario.run(
+            "--heron-adapter=hostile_adapter:Hostile",
+            f"--heron-questions={folder / 'questions'}",
+            f"--heron-output={scenario.path / f'{key}.json'}",
+            f"--heron-cache={scenario.path / f'llm-{key}'}",
+            "--heron-timeout=2",
+            "--heron-scale=tiny",
+            "--heron-states=1",
+            "-n",
+            workers,
+            "-p",
+            "no:cacheprovider",
+            timeout=HANG_GUARD_S,
+            env={
+                jail.ENV: "auto" if jailed else "none",
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(folder), os.environ.get("PYTHONPATH")])
+                ),
+            },
+        )
+        pids = (folder / "pids" / "pids.txt").read_text().split()
+        alive = [p for p in pids if _alive(int(p))]
+        private = sorted(str(p) for p in jail.private_root().iterdir()) if jailed else []
+        return {
+            key: run,
+            f"{key}-pids": pytest.RunResult(0, pids, alive, 0.0),
+            f"{key}-where": pytest.RunResult(0, [str(folder)], private, 0.0),
+        }
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+    """Every run of :func:`keys`, two at a time."""
+    return in_parallel({key: lambda key=key: _run(scenario, key) for key in keys()})
 
 
 def results(scenario: Scenario, key: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from inner import Scenario, shared
+from inner import Scenario, in_parallel, shared
 
 FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
 WORKERS = {"n0": [], "n2": ["-n", "2"]}
@@ -62,38 +62,39 @@ class Cheat:
 """
 
 
-def _build(scenario: Scenario) -> dict[str, pytest.RunResult]:
-    """For -n 0 and -n 2: the cheat's run (both answers right), its journal tampered with, then
-    the run resumed with h002 answered wrong (a tampered record asked again scores False; one
-    trusted as written would stay right)."""
+def _flow(scenario: Scenario, key: str) -> dict[str, pytest.RunResult]:
+    """The cheat's run (both answers right), its journal tampered with, then the run resumed
+    with h002 answered wrong (a tampered record asked again scores False; one trusted as
+    written would stay right)."""
+    workers = WORKERS[key]
     folder = scenario.path / "questions"
+    out = scenario.path / f"{key}.json"
+    args = ["--heron-adapter=cheat:Cheat", f"--heron-questions={folder}"]
+    args.append(f"--heron-output={out}")
+    runs = {key: scenario.run(*args, *FAST, *workers)}
+    (scenario.path / f"{key}-first.json").write_bytes(out.read_bytes())
+    journal = out.with_name(out.name + ".jsonl")
+    lines = journal.read_text().splitlines()
+    runs[f"{key}-journal"] = pytest.RunResult(0, lines, [], 0.0)
+    tampered = [lines[0]]
+    for line in lines[1:]:
+        record = json.loads(line)
+        if record["id"] == "h002":
+            record["correct"] = "no"  # truthy: the old reader counted it as right
+        tampered.append(json.dumps(record))
+    tampered.append('{"id": "h001", "correct": true, "surprise": 1}')  # not an outcome
+    journal.write_text("\n".join(tampered) + "\n")
+    runs[f"{key}-resumed"] = scenario.run(
+        *args, "--heron-resume", *FAST, *workers, env={"HOSTILE_H002": "wrong"}
+    )
+    return runs
+
+
+def _build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+    """The flow for -n 0 and for -n 2, side by side."""
     scenario.write("questions/set.yaml", TIMED)
     scenario.write("cheat.py", TIMING_CHEAT)
-    runs: dict[str, pytest.RunResult] = {}
-    for key, workers in WORKERS.items():
-        out = scenario.path / f"{key}.json"
-        args = [
-            "--heron-adapter=cheat:Cheat",
-            f"--heron-questions={folder}",
-            f"--heron-output={out}",
-        ]
-        runs[key] = scenario.run(*args, *FAST, *workers)
-        (scenario.path / f"{key}-first.json").write_bytes(out.read_bytes())
-        journal = out.with_name(out.name + ".jsonl")
-        lines = journal.read_text().splitlines()
-        runs[f"{key}-journal"] = pytest.RunResult(0, lines, [], 0.0)
-        tampered = [lines[0]]
-        for line in lines[1:]:
-            record = json.loads(line)
-            if record["id"] == "h002":
-                record["correct"] = "no"  # truthy: the old reader counted it as right
-            tampered.append(json.dumps(record))
-        tampered.append('{"id": "h001", "correct": true, "surprise": 1}')  # not an outcome
-        journal.write_text("\n".join(tampered) + "\n")
-        runs[f"{key}-resumed"] = scenario.run(
-            *args, "--heron-resume", *FAST, *workers, env={"HOSTILE_H002": "wrong"}
-        )
-    return runs
+    return in_parallel({key: lambda key=key: _flow(scenario, key) for key in WORKERS})
 
 
 @pytest.fixture(scope="module")

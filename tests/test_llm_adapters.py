@@ -660,7 +660,10 @@ def test_a_killed_run_resumes_without_repeating_calls_and_the_strategy_lands_in_
         assert asked == ["v001", "v002", "v003"]
         assert not (pytester.path / "r.json").exists()
         resumed = pytester.runpytest_subprocess(*args, "--heron-resume", "-n", "2")
-        resumed.assert_outcomes(passed=2, deselected=2)
+        # (an xdist controller does not count the questions its workers deselect: the requests
+        # below show that only v003 and v004 were asked)
+        outcomes = resumed.parseoutcomes()
+        assert outcomes.get("passed") == 2 and "failed" not in outcomes, outcomes
         resumed.stdout.fnmatch_lines(["adapter=raw-llm *strategy=few-shot+self-correct *"])
         asked = [GOLD[_question_of(b)][0] for b in stub.requests]
         # v003 was never answered; the two workers ask v003 and v004 in either order

@@ -16,11 +16,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 import pytest
 
 from pytest_heron.database.server import Server, embedded
+
+if TYPE_CHECKING:
+    from pytest_heron.database.states import State
 
 USER_CACHE = Path(platformdirs.user_cache_dir("pytest-heron"))  # the one the tests never touch
 TEST_CACHE = Path(
@@ -61,9 +65,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 @pytest.fixture(scope="session")
 def server(request: pytest.FixtureRequest) -> Iterator[Server]:
     """The test session's embedded server (started once; states are built once per data
-    version and reused by later test sessions). Under xdist the workers share it, and a worker
-    that finishes first must not stop it under the other's feet: only a run without workers
-    stops it at the end (a worker's server stops with the last process that uses it)."""
+    version and reused by later test sessions). This Server holds the process's handle on it
+    for the whole session: an in-process pytest run (``pytester.runpytest``) that starts and
+    stops the server in this process only gives back its own hold (database/server.py counts
+    them), so it cannot stop the server under this session or another worker's. Under xdist a
+    worker leaves the server running at its end (the server stops when the last process using
+    it exits); a run without workers stops it."""
     srv = embedded()
     yield srv
     if not hasattr(request.config, "workerinput"):
@@ -72,9 +79,29 @@ def server(request: pytest.FixtureRequest) -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def tiny_state(server: Server):  # type: ignore[no-untyped-def]
+    """The shared seeded tiny/42 state: read it, never change it (use ``state_copy``)."""
     from pytest_heron.database.states import ensure_state
 
     return ensure_state(server, "tiny", 42)
+
+
+@pytest.fixture
+def state_copy(server: Server) -> Iterator[State]:
+    """A private copy of tiny/42 (``CREATE DATABASE … TEMPLATE``, tests/state_copies.py) for a
+    test that changes a state or its scoring role; dropped when the test ends."""
+    from state_copies import tiny_copy
+
+    with tiny_copy(server) as state:
+        yield state
+
+
+@pytest.fixture(scope="module")
+def module_state_copy(server: Server) -> Iterator[State]:
+    """``state_copy`` shared by one module's tests (on one worker)."""
+    from state_copies import tiny_copy
+
+    with tiny_copy(server) as state:
+        yield state
 
 
 @pytest.fixture(autouse=True)
@@ -90,3 +117,12 @@ def _lean_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
 
         for key, value in LEAN_ENV.items():
             monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="session")
+def hostile_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any]]:
+    """The hostile adapter's four runs (tests/hostile_scenario.py), made once per test run."""
+    import hostile_scenario
+    from inner import shared
+
+    return shared(tmp_path_factory, "hostile", hostile_scenario.build)

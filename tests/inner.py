@@ -20,8 +20,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,10 +45,13 @@ class Scenario:
         target.write_text(text)
         return target
 
-    def run(self, *args: str, timeout: float = 1200) -> pytest.RunResult:
+    def run(
+        self, *args: str, timeout: float = 1200, env: Mapping[str, str] | None = None
+    ) -> pytest.RunResult:
         """``python -m pytest *args`` in the folder, with the folder on PYTHONPATH (so adapters
-        written there import, in the adapter's child process too)."""
-        env = dict(os.environ, **LEAN_ENV)
+        written there import, in the adapter's child process too); ``env`` adds variables
+        (a PYTHONPATH there comes after the folder)."""
+        env = dict(os.environ, **LEAN_ENV, **(env or {}))
         env.pop("PYTEST_ADDOPTS", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.path), env.get("PYTHONPATH")]))
         basetemp = self.path.with_name(f"{self.path.name}-basetemp-{time.monotonic_ns()}")
@@ -100,3 +104,17 @@ def shared(
             fcntl.flock(lock, fcntl.LOCK_UN)
     results = {key: pytest.RunResult(*value) for key, value in loaded.items()}
     return Scenario(folder), results
+
+
+def in_parallel(jobs: Mapping[str, Callable[[], dict[str, pytest.RunResult]]]) -> dict[str, Any]:
+    """Run independent parts of a scenario two at a time, merging what they return. The worker
+    waiting for a scenario's lock has nothing else to do meanwhile, so two inner sessions at
+    once keep both cores of the machine busy."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    merged: dict[str, pytest.RunResult] = {}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        for name in jobs:  # in the jobs' order, whatever finished first
+            merged.update(futures[name].result())
+    return merged

@@ -1,176 +1,52 @@
 """The adapter's process cannot read the harness's files (issue 29, finding 8).
 
-A snooping adapter looks for the embedded server's admin secret (beside the socket folder its
-DSN names, and in ``$HERON_CACHE_DIR``) and for the question folder (named in the command line
-of every process above it, read from ``/proc``), and reports what it found as its conditions.
-Run through the real harness as root, it must find nothing, still reach the database through
-its DSN and still score gold. Where isolation is off, the conditions say so and the board
-protocol refuses the run.
+The hostile adapter of tests/hostile_scenario.py looks, in its ``conditions``, for the embedded
+server's admin secret (beside the socket folder its DSN names, and in ``$HERON_CACHE_DIR``) and
+for the question folder (named in the command line of every process above it, read from
+``/proc``), and reports what it found. Run through the real harness as root (jailed, ``-n 0`` and
+``-n 2``), it must find nothing, still reach the database through its DSN and still score its
+honest answer. Where isolation is off, the conditions say so and the board protocol refuses the
+run.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-import tempfile
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from hostile_scenario import SECRET_QUESTION
 from pytest_heron.board.protocol import parse_protocol
 from pytest_heron.core.paths import cache_dir
 from pytest_heron.systems import jail
 
 pytest_plugins = ["pytester"]
 
-QUESTIONS = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
-"""
 
-SNOOP = """
-import glob
-import os
-
-import psycopg
-from psycopg.conninfo import conninfo_to_dict
-
-GOLD = {  # the adapter's own copy: it answers right, so the run shows it still works
-    "v001": "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x",
-    "v002": "SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)",
-}
-
-
-def attempt(read):
-    try:
-        return "READ " + repr(read())[:2000]
-    except Exception as exc:
-        return "denied " + type(exc).__name__
-
-
-def ancestors():
-    pid = os.getppid()
-    while pid > 1:
-        yield pid
-        stat = open(f"/proc/{pid}/stat").read()
-        pid = int(stat.rsplit(")", 1)[1].split()[1])
-
-
-def question_folders():
-    found = []
-    for pid in ancestors():
-        for arg in open(f"/proc/{pid}/cmdline", "rb").read().split(b"\\0"):
-            text = arg.decode(errors="replace")
-            if text.startswith("--heron-questions="):
-                found.append(text.split("=", 1)[1])
-    return sorted(set(found))
-
-
-def secrets(dsn):
-    places = []
-    cache = os.environ.get("HERON_CACHE_DIR")
-    if cache:
-        places += [os.path.join(cache, "pg16.secret"), *glob.glob(os.path.join(cache, "*"))]
-    host = conninfo_to_dict(dsn).get("host") or ""
-    if host.startswith("/"):
-        places += [host.rstrip("/") + ".secret", *glob.glob(os.path.join(host, "*"))]
-    return sorted(set(places))
-
-
-def cache_works(path):
-    import sqlite3
-
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("CREATE TABLE IF NOT EXISTS t (x int)")
-    conn.execute("INSERT INTO t VALUES (1)")
-    conn.commit()
-    return conn.execute("SELECT count(*) FROM t").fetchone()[0]
-
-
-class Snoop:
-    name = "snoop"
-    version = "1"
-
-    def conditions(self, ctx):
-        found = {"uid": os.getuid(), "home": os.environ.get("HOME", "")}
-        for i, path in enumerate(secrets(ctx.dsn)):
-            found[f"secret {i} {path}"] = attempt(lambda: open(path).read())
-        folders = question_folders()
-        found["folders"] = ",".join(folders)
-        for folder in folders:
-            found[f"list {folder}"] = attempt(lambda: os.listdir(folder))
-            target = os.path.join(folder, "set.yaml")
-            found[f"read {target}"] = attempt(lambda: open(target).read())
-        found["environ"] = attempt(lambda: open(f"/proc/{os.getppid()}/environ", "rb").read())
-        found["llm"] = attempt(lambda: cache_works(ctx.llm.cache_path))
-        found["db"] = attempt(
-            lambda: psycopg.connect(ctx.dsn).execute("SELECT current_user").fetchone()[0]
-        )
-        return found
-
-    def prepare(self, ctx):
-        pass
-
-    def generate(self, q):
-        return GOLD[q.id]
-"""
-
-
-@pytest.fixture
-def open_folder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A folder every user may read (pytester's are root's alone): the adapter's code, and a
-    question folder a mode check alone would not protect."""
-    folder = Path(tempfile.mkdtemp(prefix="heron-isolation-test-"))
-    folder.chmod(0o755)
-    (folder / "snoop.py").write_text(textwrap.dedent(SNOOP))
-    questions = folder / "questions"
-    questions.mkdir(mode=0o755)
-    (questions / "set.yaml").write_text(QUESTIONS)
-    for path in (folder / "snoop.py", questions / "set.yaml"):
-        path.chmod(0o644)
-    monkeypatch.setenv("PYTHONPATH", str(folder))
-    monkeypatch.setenv(jail.ENV, "auto")
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
+def _jailed(hostile_runs: tuple[Any, dict[str, Any]], key: str) -> tuple[dict[str, Any], str]:
+    scenario, runs = hostile_runs
+    result = runs[key]
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), text
+    assert "INTERNALERROR" not in text
+    out = scenario.path / f"{key}.json"
+    return json.loads(out.read_text()), out.read_text() + text
 
 
 @pytest.mark.skipif(not jail.possible(), reason="the jail needs root on Linux (CI runs as root)")
 @pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
 def test_a_jailed_adapter_reads_neither_the_secret_nor_the_questions(
-    pytester: pytest.Pytester, open_folder: Path, workers: str
+    hostile_runs: tuple[Any, dict[str, Any]], workers: str
 ) -> None:
-    out = pytester.path / "out.json"
-    llm = pytester.path / "llm"
-    result = pytester.runpytest_subprocess(
-        "--heron-adapter=snoop:Snoop",
-        f"--heron-questions={open_folder / 'questions'}",
-        f"--heron-output={out}",
-        f"--heron-cache={llm}",
-        "--heron-scale=tiny",
-        "--heron-states=1",
-        "-n",
-        workers,
-        "-p",
-        "no:cacheprovider",
-        timeout=600,
-    )
-    text = result.stdout.str() + result.stderr.str()
-    assert result.ret == pytest.ExitCode.OK, text
-    doc: dict[str, Any] = json.loads(out.read_text())
+    """The hostile adapter's jailed runs (tests/hostile_scenario.py): its ``conditions`` snoop."""
+    key = f"jailed-n{workers}"
+    doc, whole = _jailed(hostile_runs, key)
+    _, runs = hostile_runs
+    (open_folder,) = runs[f"{key}-where"].outlines
     conditions = doc["conditions"]
     assert conditions["adapter_isolation"] == jail.USER
     found: dict[str, Any] = conditions["adapter_conditions"]
@@ -180,20 +56,36 @@ def test_a_jailed_adapter_reads_neither_the_secret_nor_the_questions(
     assert found["db"].startswith("READ 'heron_adapter_"), found["db"]
     # the LLM response cache folder is the one folder of the harness it writes
     assert found["llm"].startswith("READ "), found["llm"]
-    assert (llm / "llm-cache.sqlite3").is_file()
+    scenario, _ = hostile_runs
+    assert (scenario.path / f"llm-{key}" / "llm-cache.sqlite3").is_file()
     # it knew where to look ...
-    assert found["folders"] == str(open_folder / "questions")
+    assert found["folders"] == str(Path(open_folder) / "questions")
     assert any(key.startswith("secret") and "pg16.secret" in key for key in found), found
     # ... and got nothing: every attempt at a file of the harness was denied
     attempts = {k: v for k, v in found.items() if k.split()[0] in ("secret", "list", "read")}
     assert attempts and all(v.startswith("denied") for v in attempts.values()), attempts
     assert found["environ"].startswith("denied")
     secret = (cache_dir() / "pg16.secret").read_text().strip()
-    whole = out.read_text() + text
-    assert secret not in whole and "Pair each letter" not in json.dumps(found)
-    # and it still answers: gold on every question
-    assert all(q["correct"] for q in doc["questions"]), doc["questions"]
-    assert not list(jail.private_root().iterdir())  # outside its namespace: an empty folder
+    assert secret not in whole and SECRET_QUESTION not in json.dumps(found)
+    # and it still answers: the honest question is right, through the jail
+    assert _by_id(doc)["v008"]["correct"] is True, doc["questions"]
+    # outside its namespace the jail's folder was empty right after the run
+    assert runs[f"{key}-where"].errlines == []
+
+
+@pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
+def test_an_unjailed_run_says_so_in_its_conditions(
+    hostile_runs: tuple[Any, dict[str, Any]], workers: str
+) -> None:
+    """With ``HERON_ADAPTER_ISOLATION=none`` the same adapter runs as the harness's user, and
+    the results file says the adapter was not isolated (which the board protocol refuses)."""
+    doc, _ = _jailed(hostile_runs, f"plain-n{workers}")
+    assert doc["conditions"]["adapter_isolation"] == jail.NONE
+    assert doc["conditions"]["adapter_conditions"]["uid"] == os.getuid()
+
+
+def _by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {q["id"]: q for q in doc["questions"]}
 
 
 def test_without_the_jail_the_conditions_say_so_and_the_board_refuses(

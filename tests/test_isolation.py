@@ -1,8 +1,11 @@
 """The system under test never sees gold and runs out of the scoring process (issue 21).
 
-Hostile adapters are written to files and run through the real plugin (``runpytest_subprocess``,
-tiny scale, one state, a private 3-question set), each with ``-n 0`` and ``-n 2``; the verdicts
-are read from the results file. A few fast tests drive :class:`ChildSystem` directly.
+Hostile adapters run through the real plugin (tiny scale, one state, a private question set),
+each with ``-n 0`` and ``-n 2``; the verdicts are read from the results file. The scorer patch,
+the gold read, the four escapes and the volatile answer are one adapter's four runs, shared with
+tests/test_adapter_isolation.py (tests/hostile_scenario.py); a prepare that hangs, the ``cli``
+adapter's background child and ``--heron-in-process`` have runs of their own
+(``runpytest_subprocess``). A few fast tests drive :class:`ChildSystem` directly.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 
 import pytest
 
+import hostile_scenario
 from pytest_heron.core.errors import AdapterError, AdapterLookupError
 from pytest_heron.core.types import BenchmarkContext, Limits, Prediction
 from pytest_heron.dataset.questions import GoldQuestion
@@ -130,18 +134,35 @@ class Cheat:
         return "SELECT 41 AS x"                               # wrong everywhere
 """
 
+# -- the hostile adapter's runs (tests/hostile_scenario.py: unjailed and jailed, -n 0 and -n 2)
 
-@WORKERS
+HOSTILE_RUNS = pytest.mark.parametrize("key", hostile_scenario.keys())
+
+
+def _hostile(hostile_runs: tuple[Any, dict[str, Any]], key: str) -> dict[str, Any]:
+    """The results file of one hostile run (which must have ended normally), with the terminal
+    output under the key ``_stdout``."""
+    scenario, runs = hostile_runs
+    result = runs[key]
+    text = result.stdout.str() + result.stderr.str()
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED), text
+    assert "INTERNALERROR" not in text
+    doc = hostile_scenario.results(scenario, key)
+    assert sorted(q["id"] for q in doc["questions"]) == hostile_scenario.IDS
+    doc["_stdout"] = result.stdout.str()
+    return doc
+
+
+@HOSTILE_RUNS
 def test_an_adapter_cannot_patch_the_scorer_or_read_the_gold(
-    pytester: pytest.Pytester, workers: str
+    hostile_runs: tuple[Any, dict[str, Any]], key: str
 ) -> None:
-    _adapter(pytester, "cheat", CHEAT)
-    doc = _run(pytester, "cheat:Cheat", workers)
+    doc = _hostile(hostile_runs, key)
     by_id = _by_id(doc)
-    assert doc["metrics"]["ex_multistate"] == 0.0  # not 66.7: the patch did not reach the scorer
+    # v008 (honest) is the only right answer: the patch did not reach the scorer
+    assert doc["metrics"]["ex_multistate"] == 12.5
     assert "adapter not isolated" not in doc["_stdout"]
-    for qid in ("v001", "v003"):
-        assert by_id[qid]["correct"] is False and by_id[qid]["error_kind"] is None
+    assert by_id["v001"]["correct"] is False and by_id["v001"]["error_kind"] is None
     assert by_id["v002"]["error_kind"] == "adapter_error"
     assert by_id["v002"]["error"].startswith("AttributeError: ")
     assert "gold_sql" in by_id["v002"]["error"]
@@ -158,60 +179,44 @@ def test_in_process_mode_is_not_isolated_and_says_so(pytester: pytest.Pytester) 
     assert "adapter not isolated: --heron-in-process: it ran inside" in doc["_stdout"]
 
 
-ESCAPES = """
-import os, sys
-
-class Escape:
-    name = "escape"
-    def prepare(self, ctx):
-        with open("pids.txt", "a") as f:
-            f.write(f"{os.getpid()}\\n")
-    def generate(self, q):
-        how = os.environ["ESCAPE_" + q.id.upper()]
-        if how == "os_exit":
-            os._exit(0)
-        if how == "sys_exit":
-            sys.exit(3)
-        if how == "interrupt":
-            raise KeyboardInterrupt
-        if how == "spin":
-            return str(sum(range(10**12)))  # C code holding the GIL: no thread can stop it
-        return GOLD[q.id]
-"""
 ESCAPE_KINDS = {
-    "os_exit": ("adapter_error", "the adapter's process ended (exit status 0) before it could"),
-    "sys_exit": ("adapter_error", "the adapter raised SystemExit: 3"),
-    "interrupt": ("adapter_error", "the adapter raised KeyboardInterrupt"),
-    "spin": ("adapter_timeout", "the adapter did not answer within 2s (--heron-timeout)"),
+    "v003": ("adapter_error", "the adapter's process ended (exit status 0) before it could"),
+    "v004": ("adapter_error", "the adapter raised SystemExit: 3"),
+    "v005": ("adapter_error", "the adapter raised KeyboardInterrupt"),
+    "v006": ("adapter_timeout", "the adapter did not answer within 2s (--heron-timeout)"),
 }
 
 
-@WORKERS
-@pytest.mark.parametrize(
-    ("first", "second"), [("os_exit", "sys_exit"), ("interrupt", "spin")], ids=["exit", "hold"]
-)
+@HOSTILE_RUNS
 def test_an_adapter_cannot_end_the_run_or_outlast_the_deadline(
-    pytester: pytest.Pytester,
-    monkeypatch: pytest.MonkeyPatch,
-    first: str,
-    second: str,
-    workers: str,
+    hostile_runs: tuple[Any, dict[str, Any]], key: str
 ) -> None:
-    """v001 and v002 escape in two ways; v003 (asked after them with -n 0, by a fresh process
-    after a death or a kill) is answered honestly and scored."""
-    monkeypatch.setenv("ESCAPE_V001", first)
-    monkeypatch.setenv("ESCAPE_V002", second)
-    monkeypatch.setenv("ESCAPE_V003", "honest")
-    _adapter(pytester, "escape", ESCAPES)
-    doc = _run(pytester, "escape:Escape", workers, "--heron-timeout=2")
+    """v003-v006 escape in four ways (os._exit, sys.exit, KeyboardInterrupt, C code past the
+    deadline); v008 (asked after them with -n 0, by a fresh process after the deaths and the
+    kill) is answered honestly and scored."""
+    doc = _hostile(hostile_runs, key)
     by_id = _by_id(doc)
-    for qid, how in (("v001", first), ("v002", second)):
-        kind, message = ESCAPE_KINDS[how]
+    for qid, (kind, message) in ESCAPE_KINDS.items():
         assert by_id[qid]["error_kind"] == kind, by_id[qid]
         assert by_id[qid]["error"].startswith(message), by_id[qid]
-    assert by_id["v003"]["correct"] is True and by_id["v003"]["error_kind"] is None
-    assert doc["metrics"]["ex_multistate"] == round(100 / 3, 4)
-    _dead(pytester.path / "pids.txt")  # no adapter process outlives the run
+    assert by_id["v008"]["correct"] is True and by_id["v008"]["error_kind"] is None
+    _, runs = hostile_runs
+    pids = runs[f"{key}-pids"]
+    assert pids.outlines  # the adapter's processes, as they recorded themselves
+    assert pids.errlines == []  # none of them still ran when the run had ended
+
+
+@HOSTILE_RUNS
+def test_a_volatile_result_is_wrong_in_a_plugin_run(
+    hostile_runs: tuple[Any, dict[str, Any]], key: str
+) -> None:
+    """Issue 29, finding 2, through the plugin: v007's SQL returns gold's rows, through
+    ``random()``: wrong, with the reason "volatile result", at -n 0 and -n 2."""
+    doc = _hostile(hostile_runs, key)
+    v007 = _by_id(doc)["v007"]
+    assert v007["correct"] is False and v007["error_kind"] is None, v007
+    assert v007["reason"].startswith("volatile result: the SQL calls random()"), v007
+    assert "volatile result" in doc["_stdout"]  # the failure report says why
 
 
 HANG_PREPARE = """

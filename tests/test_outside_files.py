@@ -345,17 +345,23 @@ def test_a_bad_journal_is_a_one_line_config_error(
 INNER = ("-p", "pytest_heron.plugin", "-p", "no:randomly", "-p", "no:cacheprovider")
 
 
+WORKERS = pytest.mark.parametrize(
+    "workers", [[], ["-p", "xdist.plugin", "-n", "2"]], ids=["n0", "n2"]
+)
+
+
+@WORKERS
 @pytest.mark.parametrize(
     "content",
     [b"[1]\n", b'{"journal": 1, "config": "x"}\n', b'{"journal": 1, "config": {}}\n\xff\n'],
 )
 def test_resume_with_a_bad_journal_stops_before_any_work(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, content: bytes
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, content: bytes, workers: list[str]
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     (pytester.path / "out.json.jsonl").write_bytes(content)
     result = pytester.runpytest(
-        *INNER, "--heron-adapter=gold", "--heron-output=out.json", "--heron-resume"
+        *INNER, *workers, "--heron-adapter=gold", "--heron-output=out.json", "--heron-resume"
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     text = result.stderr.str()
@@ -363,12 +369,13 @@ def test_resume_with_a_bad_journal_stops_before_any_work(
     assert "heron:" not in result.stdout.str()  # no state was built, no question asked
 
 
+@WORKERS
 def test_a_report_html_folder_stops_the_run_before_any_work(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: list[str]
 ) -> None:
     monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     (pytester.path / "rep" / "report.html").mkdir(parents=True)
-    result = pytester.runpytest(*INNER, "--heron-adapter=gold", "--heron-report=rep")
+    result = pytester.runpytest(*INNER, *workers, "--heron-adapter=gold", "--heron-report=rep")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "report.html is a folder" in result.stderr.str()
     assert "heron:" not in result.stdout.str()

@@ -72,8 +72,11 @@ def test_a_trust_data_directory_is_migrated_in_place(tmp_path: Path) -> None:
 
 
 def test_what_a_reader_does_to_its_role_does_not_outlive_the_run(
-    server: Server, tiny_state: Any
+    server: Server, state_copy: Any
 ) -> None:
+    """On a private copy: the shared state's scoring role, its password changed here, would
+    refuse the other xdist worker's scoring until the reset."""
+    tiny_state = state_copy
     role = reader_role(tiny_state.database)
     with psycopg.connect(tiny_state.reader_dsn, autocommit=True) as conn:
         conn.execute("SET default_transaction_read_only = off")
@@ -90,7 +93,7 @@ def test_what_a_reader_does_to_its_role_does_not_outlive_the_run(
         assert conn.execute("SHOW transform_null_equals").fetchone() == ("on",)
     assert "password" in _refused(tiny_state.reader_dsn)
 
-    after = ensure_state(server, "tiny", 42)  # the next run
+    after = ensure_state(server, "tiny", 42, database=tiny_state.database)  # the next run
     assert "password" in _refused(changed)
     with psycopg.connect(after.reader_dsn) as conn:
         got = conn.execute(

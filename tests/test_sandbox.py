@@ -48,7 +48,8 @@ def test_prediction_runs_as_reader_and_reads(tiny_state) -> None:  # type: ignor
     assert got.ok and got.rows[0][0] > 0
 
 
-def test_reader_cannot_write_even_past_the_guard(tiny_state) -> None:  # type: ignore[no-untyped-def]
+def test_reader_cannot_write_even_past_the_guard(state_copy) -> None:  # type: ignore[no-untyped-def]
+    tiny_state = state_copy  # were the write to pass, it would change a private copy only
     got = sandbox.execute(
         tiny_state.reader_dsn, "DELETE FROM core.tenants", timeout_s=10, guard=False
     )

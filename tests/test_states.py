@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from pytest_heron.database.server import Server
-from pytest_heron.database.states import ensure_state, state_name
+from pytest_heron.database.states import State, ensure_state, state_name
 from pytest_heron.generate import load_bundle
 
 
@@ -39,9 +39,10 @@ def test_state_has_every_table_and_a_manifest(tiny_state) -> None:  # type: igno
             assert got == (n,), fq
 
 
-def test_second_call_reuses_and_stale_stamp_rebuilds(server: Server) -> None:
-    name = "heron_test_reuse"
-    _drop(server, name)
+def test_second_call_reuses_and_stale_stamp_rebuilds(server: Server, state_copy: State) -> None:
+    """A copy of tiny/42 (stamped as a state of its own name) is reused as it is; once its stamp
+    is stale it is seeded afresh, in place (the suite's fresh seed of ``tiny``)."""
+    name = state_copy.database
     first = ensure_state(server, "tiny", 42, database=name)
     again = ensure_state(server, "tiny", 42, database=name)
     assert again.manifest["built_at"] == first.manifest["built_at"]
@@ -54,8 +55,8 @@ def test_second_call_reuses_and_stale_stamp_rebuilds(server: Server) -> None:
         )
     rebuilt = ensure_state(server, "tiny", 42, database=name)
     assert rebuilt.manifest["data_version"] == load_bundle().data_version
+    assert rebuilt.manifest["built_at"] != first.manifest["built_at"]  # seeded, not kept
     assert rebuilt.manifest["row_counts"] == first.manifest["row_counts"]
-    _drop(server, name)
 
 
 def test_two_processes_build_a_state_once(server: Server) -> None:

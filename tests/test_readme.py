@@ -114,6 +114,19 @@ NOT_RUN = {
         "heron checksum --layout citus --scale tiny --seed 42 "
         '--dsn "postgresql://user:pw@coordinator-host/postgres"'
     ): "needs a Citus cluster; the Citus tier compares its checksums (tests/test_citus_cluster.py)",
+    (
+        "heron seed --layout citus --scale small --seed 42 --jobs 2 "
+        "--dsn postgresql://postgres@127.0.0.1:59811/postgres"
+    ): "small on a Citus cluster (minutes); the Citus tier seeds tiny on a real one",
+    (
+        "pytest -p no:randomly -p no:cacheprovider -n 2 -q --heron-adapter=gold "
+        "--heron-dsn=postgresql://postgres@127.0.0.1:59811/postgres --heron-layout=citus "
+        "--heron-scale=small --heron-output=results.json"
+    ): "small on a Citus cluster (minutes); the Citus tier runs gold at tiny on a real one",
+    (
+        "nice -n 19 ionice -c2 -n7 heron seed --layout citus --scale bench --seed 42 --jobs 2 "
+        "--dsn postgresql://postgres@127.0.0.1:59821/postgres"
+    ): "bench on a Citus cluster (40 min, 22 GB): measured once, docs/citus.md",
     "heron ddl --layout citus > heron_citus.sql": (
         "writes a file in the reader's folder; the same script is printed in "
         "tests/test_cli.py::test_ddl_prints_the_citus_script"

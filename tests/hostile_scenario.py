@@ -31,22 +31,12 @@ from typing import Any
 
 import pytest
 
-from inner import Scenario, in_parallel
+from inner import TWO_QUESTIONS, Scenario, in_parallel
 from pytest_heron.systems import jail
 
-QUESTIONS = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
+QUESTIONS = (
+    TWO_QUESTIONS
+    + """\
 - id: v003
   question: Which numbers from one to four are even?
   gold_sql: SELECT x FROM (VALUES (1), (2), (3), (4)) AS t(x) WHERE x % 2 = 0 ORDER BY x
@@ -84,6 +74,7 @@ QUESTIONS = """\
   shape: single
   retrieval: one_hop
 """
+)
 IDS = [f"v00{i}" for i in range(1, 9)]
 SECRET_QUESTION = "Pair each letter"  # text of the question file the snoop must not read
 

@@ -118,3 +118,21 @@ def in_parallel(jobs: Mapping[str, Callable[[], dict[str, pytest.RunResult]]]) -
         for name in jobs:  # in the jobs' order, whatever finished first
             merged.update(futures[name].result())
     return merged
+
+
+TWO_QUESTIONS = """\
+- id: v001
+  question: Which numbers from one to three are odd, in order?
+  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
+  gold_tables: []
+  shape: single
+  retrieval: named
+- id: v002
+  question: Pair each letter with its number.
+  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
+  gold_tables: []
+  shape: join
+  retrieval: lexical_gap
+"""
+"""A private question set's first two questions (an ordered and an unordered result, no
+table), which the scenario files extend with the questions each needs."""

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 import hostile_scenario
+from inner import TWO_QUESTIONS
 from pytest_heron.core.errors import AdapterError, AdapterLookupError
 from pytest_heron.core.types import BenchmarkContext, Limits, Prediction
 from pytest_heron.dataset.questions import GoldQuestion
@@ -29,19 +30,9 @@ from pytest_heron.systems.isolation import AdapterTimeout, open_system
 
 pytest_plugins = ["pytester"]
 
-PRIVATE = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
+PRIVATE = (
+    TWO_QUESTIONS
+    + """\
 - id: v003
   question: Nothing at all.
   gold_sql: SELECT 1 WHERE false
@@ -49,6 +40,7 @@ PRIVATE = """\
   shape: single
   retrieval: one_hop
 """
+)
 GOLD = {  # what an honest adapter would answer (it is never told: this is the test's copy)
     "v001": "SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x",
     "v002": "SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)",

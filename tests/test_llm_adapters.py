@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from chat_stub import ChatStub, Raw, completion, rate_limited
+from inner import TWO_QUESTIONS
 from pytest_heron.core.errors import AdapterError
 from pytest_heron.core.paths import cache_dir
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
@@ -388,19 +389,9 @@ def test_agent_catalogue_and_table_extraction() -> None:
 
 # -- whole plugin runs ------------------------------------------------------------------------
 
-PRIVATE = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
+PRIVATE = (
+    TWO_QUESTIONS
+    + """\
 - id: v003
   question: How many tenants are there?
   gold_sql: SELECT count(*) AS tenants FROM core.tenants
@@ -415,6 +406,7 @@ PRIVATE = """\
   retrieval: one_hop
   empty_probe: true
 """
+)
 GOLD = {
     "Which numbers from one to three are odd, in order?": (
         "v001",

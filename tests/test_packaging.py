@@ -118,9 +118,9 @@ def test_the_package_list_names_every_package_folder() -> None:
     root = Path(__file__).resolve().parents[1]
     mapped = PYPROJECT["tool"]["setuptools"]["package-dir"]
     found: list[str] = []
-    for top, folder in (("pytest_heron", root / "src" / "pytest_heron"),) + tuple(
-        (name, root / where) for name, where in sorted(mapped.items()) if name
-    ):
+    tops = [("pytest_heron", root / "src" / "pytest_heron")]
+    tops += [(name, root / where) for name, where in sorted(mapped.items()) if name]
+    for top, folder in tops:
         for init in sorted(folder.rglob("__init__.py")):
             parts = init.parent.relative_to(folder).parts
             found.append(".".join((top, *parts)))

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from inner import Scenario, shared
+from inner import TWO_QUESTIONS, Scenario, shared
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
@@ -33,19 +33,9 @@ from pytest_heron.site.report import CSV_COLUMNS
 
 pytest_plugins = ["pytester"]
 
-PRIVATE = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
+PRIVATE = (
+    TWO_QUESTIONS
+    + """\
   traps: [mixed_currency]
 - id: v003
   question: Nothing at all.
@@ -55,6 +45,7 @@ PRIVATE = """\
   retrieval: one_hop
   empty_probe: true
 """
+)
 FAST = ["--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider"]
 GOLD = """
 GOLD = {  # the private set's gold, as an adapter may know it only by being told

@@ -10,25 +10,16 @@ from typing import Any
 
 import pytest
 
+from inner import TWO_QUESTIONS
 from pytest_heron.cli import main
 from pytest_heron.core.errors import ConfigError
 from pytest_heron.results.comparison import parse_fail
 
 pytest_plugins = ["pytester"]
 
-PRIVATE = """\
-- id: v001
-  question: Which numbers from one to three are odd, in order?
-  gold_sql: SELECT x FROM (VALUES (1), (2), (3)) AS t(x) WHERE x % 2 = 1 ORDER BY x
-  gold_tables: []
-  shape: single
-  retrieval: named
-- id: v002
-  question: Pair each letter with its number.
-  gold_sql: SELECT * FROM (VALUES ('a', 1), ('b', 2)) AS t(letter, n)
-  gold_tables: []
-  shape: join
-  retrieval: lexical_gap
+PRIVATE = (
+    TWO_QUESTIONS
+    + """\
 - id: v003
   question: Nothing at all.
   gold_sql: SELECT 1 WHERE false
@@ -37,6 +28,7 @@ PRIVATE = """\
   retrieval: one_hop
   empty_probe: true
 """
+)
 RIGHT = {
     "v001": "SELECT x FROM (VALUES (1), (3)) AS t(x) ORDER BY x",
     "v002": "SELECT * FROM (VALUES ('b', 2), ('a', 1)) AS t(l, n)",

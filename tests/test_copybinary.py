@@ -90,7 +90,7 @@ def _expected(col: Col, sqltype: str) -> list[Any]:
     for value, null in zip(col.values.tolist(), col.nulls.tolist(), strict=True):
         if null:
             out.append(None)
-        elif col.kind == "dec":
+        elif col.kind == "dec" or sqltype == "numeric":
             out.append((Decimal(int(value)).scaleb(-col.scale), col.scale))
         elif col.kind == "ts":
             out.append(_EPOCH + timedelta(seconds=int(value)))
@@ -122,7 +122,7 @@ def _columns(draw: st.DrawFn, rows: int) -> tuple[Col, str, str]:
         values = np.asarray(draw(st.lists(st.booleans(), min_size=rows, max_size=rows)))
     else:
         if kind == "int":
-            sqltype = draw(st.sampled_from(["int8", "int4"]))
+            sqltype = draw(st.sampled_from(["int8", "int4", "numeric"]))
         bounds = {"ts": _SECONDS, "date": _DAYS, "int4": (-(2**31), 2**31 - 1)}.get(
             kind if kind != "int" else str(sqltype), (-(2**62), 2**62)
         )
@@ -130,7 +130,7 @@ def _columns(draw: st.DrawFn, rows: int) -> tuple[Col, str, str]:
         values = np.asarray(draw(st.lists(ints, min_size=rows, max_size=rows)), dtype=np.int64)
         scale = draw(st.integers(0, 9)) if kind == "dec" else 0
     create = str(sqltype)
-    if kind == "dec" and draw(st.booleans()):  # a typmod: both paths round to its scale
+    if sqltype == "numeric" and draw(st.booleans()):  # a typmod: both paths round to its scale
         create = f"numeric(40, {draw(st.integers(0, 10))})"
     return Col(kind, values, nulls, scale), str(sqltype), create
 

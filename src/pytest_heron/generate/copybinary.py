@@ -20,7 +20,7 @@ keeps only its length field.
 Values per target type (the SQL type comes from the catalog; the generator's kinds do not say
 whether an integer column is int4 or int8):
 
-* int8 / int4: the integer, 8 / 4 bytes.
+* int8 / int4: the integer, 8 / 4 bytes (an int column of type numeric: a numeric of scale 0).
 * bool: one byte, 1 or 0.
 * date: int32 days since 2000-01-01.
 * timestamptz: int64 microseconds since 2000-01-01 00:00 UTC.
@@ -61,6 +61,7 @@ SUPPORTED: frozenset[tuple[str, str]] = frozenset(
     {
         ("int", "int8"),
         ("int", "int4"),
+        ("int", "numeric"),
         ("dec", "numeric"),
         ("bool", "bool"),
         ("ts", "timestamptz"),
@@ -156,7 +157,9 @@ def block(col: Col, sqltype: str) -> tuple[Block, Mask]:
             data = np.hstack([np.ones((len(data), 1), dtype=np.uint8), data])
             keep = np.hstack([np.ones((len(keep), 1), dtype=bool), keep])
     else:
-        if col.kind == "int":
+        if col.kind == "int" and sqltype == "numeric":  # like the text "12": display scale 0
+            data = _numeric(v.astype(np.int64), 0)
+        elif col.kind == "int":
             data = _int4(v.astype(np.int64), nulls) if sqltype == "int4" else _fixed(v, ">i8")
         elif col.kind == "bool":
             data = np.asarray(v, dtype=bool).astype(np.uint8)[:, None]

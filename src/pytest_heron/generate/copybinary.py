@@ -142,65 +142,76 @@ def _numeric(values: npt.NDArray[np.int64], scale: int) -> Block:
     return _fixed(np.hstack([head, digits]), ">i2")
 
 
-def block(col: Col, sqltype: str) -> tuple[Block, Mask]:
-    """The binary COPY field of each value of a column (length field included): a byte row
-    per value and the mask of its bytes that belong to the stream."""
+def _data(col: Col, sqltype: str) -> tuple[Block, Mask | None]:
+    """The bytes of each value of a column (a row per value, NULLs' bytes arbitrary) and, for
+    text, the mask of the bytes that belong to the value (None: all of them)."""
     v = col.values
-    nulls = np.asarray(col.nulls, dtype=bool)
-    pair = (col.kind, sqltype)
-    if pair not in SUPPORTED:
+    if (col.kind, sqltype) not in SUPPORTED:
         raise ValueError(f"no binary encoding of a {col.kind} column as {sqltype}")
     if col.kind == "text":
         data = _text(v)
         keep = data != 0
-        if sqltype == "jsonb":
+        if sqltype == "jsonb":  # the version byte, then the JSON text
             data = np.hstack([np.ones((len(data), 1), dtype=np.uint8), data])
             keep = np.hstack([np.ones((len(keep), 1), dtype=bool), keep])
-    else:
-        if col.kind == "int" and sqltype == "numeric":  # like the text "12": display scale 0
-            data = _numeric(v.astype(np.int64), 0)
-        elif col.kind == "int":
-            data = _int4(v.astype(np.int64), nulls) if sqltype == "int4" else _fixed(v, ">i8")
-        elif col.kind == "bool":
-            data = np.asarray(v, dtype=bool).astype(np.uint8)[:, None]
-        elif col.kind == "dec":
-            data = _numeric(v.astype(np.int64), col.scale)
-        elif col.kind == "ts":
-            seconds = v.astype("datetime64[s]").astype(np.int64)
-            data = _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8")
-        else:  # date
-            days = v.astype("datetime64[D]").astype(np.int64)
-            data = _fixed(days - _PG_EPOCH_DAYS, ">i4")
-        keep = np.ones(data.shape, dtype=bool)
-    if nulls.any():
-        keep[nulls] = False
-    lengths = keep.sum(axis=1, dtype=np.int64)
-    lengths[nulls] = -1
-    out = np.hstack([_fixed(lengths, ">i4"), data])
-    mask = np.hstack([np.ones((len(out), 4), dtype=bool), keep])
-    return out, mask
+        return data, keep
+    if col.kind == "int" and sqltype == "numeric":  # like the text "12": display scale 0
+        return _numeric(v.astype(np.int64), 0), None
+    if col.kind == "int":
+        if sqltype == "int4":
+            return _int4(v.astype(np.int64), np.asarray(col.nulls, dtype=bool)), None
+        return _fixed(v, ">i8"), None
+    if col.kind == "bool":
+        return np.asarray(v, dtype=bool).astype(np.uint8)[:, None], None
+    if col.kind == "dec":
+        return _numeric(v.astype(np.int64), col.scale), None
+    if col.kind == "ts":
+        seconds = v.astype("datetime64[s]").astype(np.int64)
+        return _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8"), None
+    days = v.astype("datetime64[D]").astype(np.int64)
+    return _fixed(days - _PG_EPOCH_DAYS, ">i4"), None
+
+
+_NULL_LENGTH = np.frombuffer(b"\xff\xff\xff\xff", dtype=np.uint8)
 
 
 def encode(cols: list[Col], sqltypes: list[str]) -> bytes:
     """The tuples of a chunk in binary COPY format (without :data:`HEADER` and
-    :data:`TRAILER`, which frame the whole stream once)."""
+    :data:`TRAILER`, which frame the whole stream once).
+
+    Each field (length, then bytes) is written straight into the chunk's matrix; the mask of
+    kept bytes exists only when a text column or a NULL needs it."""
     if not cols or len(cols[0].values) == 0:
         return b""
     if len(cols) != len(sqltypes):
         raise ValueError("one SQL type per column is needed")
     rows = len(cols[0].values)
-    parts = [block(c, t) for c, t in zip(cols, sqltypes, strict=True)]
-    width = 2 + sum(b.shape[1] for b, _ in parts)
+    fields = [_data(c, t) for c, t in zip(cols, sqltypes, strict=True)]
+    width = 2 + sum(4 + data.shape[1] for data, _ in fields)
     matrix = np.empty((rows, width), dtype=np.uint8)
-    mask = np.empty((rows, width), dtype=bool)
+    mask: Mask | None = None
     matrix[:, :2] = np.frombuffer(len(cols).to_bytes(2, "big"), dtype=np.uint8)
-    mask[:, :2] = True
     at = 2
-    for b, m in parts:
-        if b.shape[0] != rows:
+    for col, (data, keep) in zip(cols, fields, strict=True):
+        if data.shape[0] != rows or len(col.nulls) != rows:
             raise ValueError("columns of a chunk differ in length")
-        matrix[:, at : at + b.shape[1]] = b
-        mask[:, at : at + b.shape[1]] = m
-        at += b.shape[1]
-    out: bytes = matrix[mask].tobytes()
+        nulls = np.asarray(col.nulls, dtype=bool)
+        some_null = bool(nulls.any())
+        w = data.shape[1]
+        if keep is None:
+            matrix[:, at : at + 4] = np.frombuffer(w.to_bytes(4, "big"), dtype=np.uint8)
+        else:
+            matrix[:, at : at + 4] = _fixed(keep.sum(axis=1, dtype=np.int64), ">i4")
+        if some_null:
+            matrix[nulls, at : at + 4] = _NULL_LENGTH
+        matrix[:, at + 4 : at + 4 + w] = data
+        if keep is not None or some_null:
+            if mask is None:
+                mask = np.ones((rows, width), dtype=bool)
+            if keep is not None:
+                mask[:, at + 4 : at + 4 + w] = keep
+            if some_null:
+                mask[nulls, at + 4 : at + 4 + w] = False
+        at += 4 + w
+    out: bytes = matrix.tobytes() if mask is None else matrix[mask].tobytes()
     return out

@@ -9,7 +9,7 @@ time and, as the last line, ``ratio=<sum of seed times / sum of restore times>``
 <= 0.8 on a 2-core machine, issue 27). Peak memory of the seeding (this process and its
 workers) is printed too.
 
-    python bench/seed.py [--scale small] [--seed 42] [--jobs 2] [--rounds 2]
+    python bench/seed.py [--scale small] [--seed 42] [--jobs 2] [--rounds 2] [--copy text]
 """
 
 from __future__ import annotations
@@ -62,7 +62,14 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--copy",
+        choices=("binary", "text"),
+        default="binary",
+        help="COPY format of the seeds (text: the format before 2026-12-02, for comparison)",
+    )
     args = parser.parse_args()
+    load.BINARY_COPY = args.copy == "binary"
 
     server = embedded()
     seeded, restored = "heron_bench_seeded", "heron_bench_restored"
@@ -125,7 +132,10 @@ def main() -> int:
         shutil.rmtree(dump_dir.parent, ignore_errors=True)
 
         seed_total, restore_total = sum(seeds), sum(restores)
-        print(f"scale={args.scale} seed={args.seed} jobs={args.jobs} tables={result.tables}")
+        print(
+            f"scale={args.scale} seed={args.seed} jobs={args.jobs} tables={result.tables}"
+            f" copy={args.copy}"
+        )
         print(f"rows={result.rows} rounds={args.rounds} load_average={os.getloadavg()[0]:.2f}")
         print(f"untimed_first_seed_seconds={untimed:.2f}")
         print("seed_seconds=" + " ".join(f"{s:.2f}" for s in seeds))

@@ -195,6 +195,10 @@ def test_ctrl_c_says_how_to_resume(pytester: pytest.Pytester) -> None:
             stdout=sink,
             stderr=subprocess.STDOUT,
             env=env,
+            # A test process started in the background (`nohup ... &`, some CI runners) has
+            # SIGINT ignored, which its children inherit, and a Python that starts with SIGINT
+            # ignored never raises KeyboardInterrupt: give the run a terminal's Ctrl-C.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 300
         while "collected" not in log.read_text() and time.monotonic() < deadline:

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.generate.columns import Col
-from pytest_heron.generate.copytext import _utf8
+from pytest_heron.generate.copytext import utf8_block
 
 Block = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]
@@ -95,17 +95,10 @@ def _int4(values: npt.NDArray[np.int64], nulls: Mask) -> Block:
 
 
 def _text(values: npt.NDArray[Any]) -> Block:
-    """UTF-8 bytes of each value, NUL-padded to the longest one; not escaped (binary COPY takes
-    text as it is). Multi-byte characters leave NULs between their bytes, which the mask
-    drops."""
-    if len(values) == 0:
-        return np.zeros((0, 1), dtype=np.uint8)
-    wide = np.array([str(x) for x in values.tolist()], dtype=np.str_)
-    width = max(1, wide.dtype.itemsize // 4)
-    points = wide.view(np.uint32).reshape(len(values), width)
-    if int(points.max()) < 0x80:
-        return points.astype(np.uint8)
-    return _utf8(points.astype(np.int64))
+    """UTF-8 bytes of each value, NUL-padded (:func:`.copytext.utf8_block`); not escaped
+    (binary COPY takes text as it is). Multi-byte characters leave NULs between their bytes,
+    which the mask drops."""
+    return utf8_block([str(x) for x in values.tolist()])
 
 
 def _groups(magnitude: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.int64]:

@@ -35,17 +35,23 @@ def _escape(values: list[str]) -> list[str]:
     return joined.translate(_ESCAPES).split("\x00")
 
 
-def _text(values: npt.NDArray[Any]) -> Block:
-    """UTF-8 bytes of each value, NUL-padded to the longest one (multi-byte characters keep
-    NUL padding after their bytes, which the final compress drops like any other)."""
-    if len(values) == 0:
+def utf8_block(strings: list[str]) -> Block:
+    """UTF-8 bytes of each string, NUL-padded to the longest one, a row per string (multi-byte
+    characters keep NUL padding after their bytes, which the final compress drops like any
+    other). Shared with :mod:`.copybinary`, which sends text unescaped."""
+    if not strings:
         return np.zeros((0, 1), dtype=np.uint8)
-    wide = np.array(_escape([str(x) for x in values.tolist()]), dtype=np.str_)
+    wide = np.array(strings, dtype=np.str_)
     width = max(1, wide.dtype.itemsize // 4)
-    points = wide.view(np.uint32).reshape(len(values), width)
+    points = wide.view(np.uint32).reshape(len(strings), width)
     if int(points.max()) < 0x80:
         return points.astype(np.uint8)
     return _utf8(points.astype(np.int64))
+
+
+def _text(values: npt.NDArray[Any]) -> Block:
+    """The COPY-escaped text of each value as :func:`utf8_block`."""
+    return utf8_block(_escape([str(x) for x in values.tolist()]))
 
 
 def _utf8(points: npt.NDArray[np.int64]) -> Block:

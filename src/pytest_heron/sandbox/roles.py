@@ -216,10 +216,11 @@ _REVOKE_PUBLIC = sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC")
 
 
 def _catalog_update(conn: psycopg.Connection[Any], stmt: sql.SQL | sql.Composed) -> None:
-    """Run a GRANT or REVOKE on a catalog row other sessions may change too (a database's or a
-    schema's ACL). Two sessions changing the same row at once make one of them fail with "tuple
-    concurrently updated" (another pytest process granting its own role, say): that one tries
-    again (the statements are idempotent)."""
+    """Run a statement that changes a catalog row other sessions may change too (a GRANT or
+    REVOKE on a database's or a schema's ACL, ``DROP OWNED BY``, ``DROP ROLE IF EXISTS``). Two
+    sessions changing the same row at once make one of them fail with "tuple concurrently
+    updated" (another pytest process granting its own role, say): that one tries again (the
+    statements are idempotent)."""
     for attempt in range(8):
         try:
             conn.execute(stmt)
@@ -255,12 +256,7 @@ def close_database(server_dsn: str, state_dsn: str, database: str) -> None:
     """Only roles granted CONNECT (and the owner) may connect to ``database``; nobody but the
     owner may create objects in its ``public`` schema or make temporary tables there."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
-        _catalog_update(
-            conn,
-            sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
-                _ident(database)
-            ),
-        )
+        _catalog_update(conn, _REVOKE_PUBLIC.format(_ident(database)))
     with psycopg.connect(state_dsn, autocommit=True) as conn:
         _catalog_update(conn, sql.SQL("REVOKE CREATE ON SCHEMA public FROM PUBLIC"))
 
@@ -270,12 +266,7 @@ def close_maintenance_databases(server_dsn: str) -> None:
     ``template1`` (where the harness takes its locks)."""
     with psycopg.connect(server_dsn, autocommit=True) as conn:
         for name in ("postgres", "template1"):
-            _catalog_update(
-                conn,
-                sql.SQL("REVOKE CONNECT, TEMPORARY ON DATABASE {} FROM PUBLIC").format(
-                    _ident(name)
-                ),
-            )
+            _catalog_update(conn, _REVOKE_PUBLIC.format(_ident(name)))
 
 
 def prepare_scoring_role(

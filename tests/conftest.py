@@ -60,10 +60,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The test files that take longest (their --durations summed in a full run on the 2-core
-# machine, 2026-12-02: test_plugin.py 141 s down to test_quality.py 27 s), run first. xdist's
-# worksteal hands each worker a contiguous half and lets an idle worker take from the end of
-# the other's queue, so the run then ends on short tests with both workers busy instead of
-# one worker finishing a long scenario alone. Within a file the order is unchanged.
+# machine, 2026-12-02: test_plugin.py 141 s down to test_quality.py 27 s), run first. The
+# suite runs with xdist's ``--dist loadfile`` (pyproject's addopts): each file goes whole to one
+# worker (its module fixtures are built once), first a batch per worker dealt in turn, then one
+# file at a time to whichever worker is free. Longest first, the run ends on short files with
+# both workers busy instead of one worker finishing a long scenario alone.
 SLOWEST_FILES_FIRST = (
     "test_plugin.py",
     "test_browser_runner.py",

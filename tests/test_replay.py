@@ -62,8 +62,7 @@ def _redigest(folder: Path) -> None:
 @pytest.fixture(scope="session")
 def submissions(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run, its four submissions and their verdicts, made once per test run: the first
-    xdist worker to ask builds them, another reads them (tests/inner.py's ``shared``; a module
-    fixture was built twice when worksteal split this file between the workers)."""
+    xdist worker to ask builds them, another reads them (tests/inner.py's ``shared``)."""
     scenario, _ = shared(tmp_path_factory, "replay", _build)
     return scenario.path / "submissions"
 

@@ -60,18 +60,17 @@ def _autovacuum(admin_dsn: str, on: bool) -> None:
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute("ALTER SYSTEM RESET autovacuum" if on else "ALTER SYSTEM SET autovacuum = off")
         conn.execute("SELECT pg_reload_conf()")
-        wanted = "on" if on else "off"
+        if on:
+            return
         for _ in range(50):  # the postmaster reloads asynchronously
-            shown = conn.execute("SHOW autovacuum").fetchone()
-            if on or (shown and shown[0] == wanted):
+            if conn.execute("SHOW autovacuum").fetchone() == ("off",):
                 break
             time.sleep(0.1)
         # stop the workers that were already running (they would go on with their table)
-        if not on:
-            conn.execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE backend_type = 'autovacuum worker'"
-            )
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE backend_type = 'autovacuum worker'"
+        )
 
 
 def _quiet(admin_dsn: str, drop: str) -> None:

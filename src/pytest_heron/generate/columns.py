@@ -9,6 +9,7 @@ parent's column, or a chunk be generated in another process, and still give the 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -107,6 +108,22 @@ class ChildOffsets:
         return out
 
 
+class _LastAnswer:
+    """The last answer computed for a rows array, given again while the same array object is
+    asked about (chunks' rows arrays are never changed in place)."""
+
+    def __init__(self) -> None:
+        self._last: tuple[I64, I64] | None = None
+
+    def get(self, rows: I64, compute: Callable[[], I64]) -> I64:
+        last = self._last
+        if last is not None and last[0] is rows:
+            return last[1]
+        found = compute()
+        self._last = (rows, found)
+        return found
+
+
 class TablePlan:
     """How many rows a table has at one scale, and how they are grouped by tenant and parent."""
 
@@ -117,8 +134,10 @@ class TablePlan:
         self.children: ChildOffsets | None = None  # child rows of parent p: [off[p], off[p + 1])
         self.tenant_offsets: I64 | None = None  # rows of tenant t (1-based): [off[t-1], off[t])
         self.keys: list[Any] | None = None  # lookup tables: the key of each row
-        self._last_tenants: tuple[I64, I64] | None = None  # (rows, tenant_of(rows)) last asked
-        self._last_parents: tuple[I64, I64] | None = None  # (rows, parent_of(rows)) last asked
+        # The columns of one chunk ask for the tenants and the parents of the same rows array
+        # many times (tenant, ref, parent, index and copied columns): the last answer is kept.
+        self._tenants = _LastAnswer()
+        self._parents = _LastAnswer()
         rows = spec.rows
         if spec.data is not None:
             self.n = len(spec.data)
@@ -150,25 +169,17 @@ class TablePlan:
         return self.tenant_offsets is not None
 
     def tenant_of(self, rows: I64) -> I64:
-        assert self.tenant_offsets is not None
-        # The columns of one chunk ask for the tenants of the same rows array many times.
-        last = self._last_tenants
-        if last is not None and last[0] is rows:
-            return last[1]
-        found = np.searchsorted(self.tenant_offsets, rows, side="right").astype(np.int64)
-        self._last_tenants = (rows, found)
-        return found
+        offsets = self.tenant_offsets
+        assert offsets is not None
+        return self._tenants.get(
+            rows, lambda: np.searchsorted(offsets, rows, side="right").astype(np.int64)
+        )
 
     def parent_of(self, rows: I64) -> I64:
         """0-based parent row of each row of a ``per:`` table."""
-        assert self.children is not None
-        # Asked for the same rows array by several columns of a chunk (parent, index, copies).
-        last = self._last_parents
-        if last is not None and last[0] is rows:
-            return last[1]
-        found = self.children.parent_of(rows)
-        self._last_parents = (rows, found)
-        return found
+        children = self.children
+        assert children is not None
+        return self._parents.get(rows, lambda: children.parent_of(rows))
 
     def first_sibling(self, rows: I64) -> I64:
         """The first row with the same parent as each row of a ``per:`` table."""

@@ -1,12 +1,22 @@
-"""The seeding scheduler's pure parts: which table a statement holds, and in which order lanes
-take statements."""
+"""The seeding scheduler's pure parts: which table a statement holds, in which order lanes
+take statements, which statements make each table; and that a seeded state's catalog is the one
+the printed DDL builds."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any, cast
+
+import psycopg
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from psycopg import sql
 
-from pytest_heron.generate.load import _by_cost, _Schedule, _target
+from pytest_heron.database.server import Server
+from pytest_heron.database.states import State
+from pytest_heron.dataset import split_statements
+from pytest_heron.generate.load import _by_cost, _Schedule, _table_ddl, _target, ddl_script
+from pytest_heron.generate.spec import load_bundle
 
 
 def test_target_names_the_table_and_whether_it_is_held_alone() -> None:
@@ -79,3 +89,81 @@ def test_schedule_takes_the_first_free_statement_in_order() -> None:
     assert schedule.take() is None
     schedule.finish("s.a", True)
     assert schedule.take() == (stmts[1], "s.a", True)
+
+
+def test_table_ddl_gives_each_table_its_create_then_its_comments() -> None:
+    bundle = load_bundle()
+    made = _table_ddl(bundle)
+    assert made is not None
+    schemas, tables = made
+    assert sorted(tables) == sorted(bundle.tables)
+    for fq, stmts in tables.items():
+        assert stmts[0].startswith(f"CREATE TABLE {fq} (")
+        assert all(
+            s.startswith((f"COMMENT ON TABLE {fq} ", f"COMMENT ON COLUMN {fq}.")) for s in stmts[1:]
+        )
+    created = [s.split()[2] for s in schemas if s.startswith("CREATE SCHEMA")]
+    assert created == [m.name for m in bundle.modules]
+    every = sum(len(split_statements(m.ddl_tables)) for m in bundle.modules)
+    assert len(schemas) + sum(len(stmts) for stmts in tables.values()) == every
+
+
+def _fake(ddl: str) -> Any:
+    return cast(Any, SimpleNamespace(modules=[SimpleNamespace(ddl_tables=ddl)]))
+
+
+def test_table_ddl_gives_up_on_a_statement_it_cannot_place() -> None:
+    ok = "CREATE SCHEMA a;\nCREATE TABLE a.b (x int);\nCOMMENT ON COLUMN a.b.x IS 'y; z';"
+    assert _table_ddl(_fake(ok)) == (
+        ["CREATE SCHEMA a"],
+        {"a.b": ["CREATE TABLE a.b (x int)", "COMMENT ON COLUMN a.b.x IS 'y; z'"]},
+    )
+    assert _table_ddl(_fake(ok + "\nCREATE INDEX i ON a.b (x);")) is None
+    assert _table_ddl(_fake("COMMENT ON TABLE a.b IS 'x';\nCREATE TABLE a.b (x int);")) is None
+
+
+_CATALOG = {
+    "constraints": "SELECT conrelid::regclass::text, conname, contype,"
+    " pg_get_constraintdef(oid), convalidated FROM pg_constraint"
+    " WHERE connamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
+    "indexes": "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)"
+    " FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+    " WHERE c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1",
+    "columns": "SELECT a.attrelid::regclass::text, a.attnum, a.attname,"
+    " format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity,"
+    " pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+    " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+    " WHERE c.relkind = 'r' AND c.relnamespace::regnamespace::text = ANY(%s)"
+    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2",
+    "comments": "SELECT d.objoid::regclass::text, d.objsubid, d.description"
+    " FROM pg_description d JOIN pg_class c ON c.oid = d.objoid"
+    " WHERE d.classoid = 'pg_class'::regclass"
+    " AND c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
+}
+
+
+def test_a_seeded_state_has_the_catalog_of_the_printed_ddl(
+    server: Server, tiny_state: State
+) -> None:
+    """The loader makes each table in its load transaction and drops and re-adds its keys
+    (read from the DDL text): the keys, NOT NULLs, indexes, defaults and comments it leaves
+    are the ones ``heron ddl`` builds."""
+    schemas = [m.name for m in load_bundle().modules]
+    name = "heron_test_load_printed_ddl"
+    drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute(drop)
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        with psycopg.connect(server.dsn(name), autocommit=True) as conn:
+            conn.execute(ddl_script("standard"))
+        for what, query in _CATALOG.items():
+            with psycopg.connect(server.dsn(name)) as printed:
+                want = printed.execute(query, (schemas,)).fetchall()
+            with psycopg.connect(tiny_state.admin_dsn) as seeded:
+                got = seeded.execute(query, (schemas,)).fetchall()
+            assert want, what
+            assert got == want, what
+    finally:
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            conn.execute(drop)

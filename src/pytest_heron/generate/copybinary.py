@@ -13,9 +13,10 @@ unchanged in binary mode, so the caller writes the header and trailer itself.
 
 As in :mod:`.copytext`, a chunk is one byte matrix with a row per table row, built column by
 column, plus a mask of the bytes that belong to the stream; one vectorised compress
-(``matrix[mask]``) leaves the stream. Text values are padded UTF-8 rows with the mask of their
-own bytes (:func:`.copytext.utf8_rows`, which also gives the byte lengths the length fields
-need); fixed-width values are all kept; a NULL keeps only its length field.
+(``matrix[mask]``) leaves the stream. A text column's UTF-8 bytes (:func:`.copytext.utf8_parts`,
+which also gives the byte lengths the length fields need) are placed straight into its block of
+the matrix, padded to the longest value, and only they are kept; fixed-width values are all
+kept; a NULL keeps only its length field.
 
 Values per target type (the SQL type comes from the catalog; the generator's kinds do not say
 whether an integer column is int4 or int8):
@@ -41,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_heron.generate.columns import Col
-from pytest_heron.generate.copytext import utf8_rows
+from pytest_heron.generate.copytext import utf8_parts
 
 Block = npt.NDArray[np.uint8]
 Mask = npt.NDArray[np.bool_]
@@ -128,36 +129,39 @@ def _numeric(values: npt.NDArray[np.int64], scale: int) -> Block:
     return _fixed(np.hstack([head, digits]), ">i2")
 
 
-def _data(col: Col, sqltype: str) -> tuple[Block, Mask | None, npt.NDArray[np.int64] | None]:
-    """The bytes of each value of a column (a row per value, NULLs' bytes arbitrary) and, for
-    text, the mask of the bytes that belong to the value and each value's length in bytes
-    (None: all of the row's bytes, every value as wide)."""
+def _data(col: Col, sqltype: str) -> tuple[Block, npt.NDArray[np.int64] | None]:
+    """The bytes of each value of a column and, for text, each value's length in bytes.
+
+    Fixed-width types: a row of bytes per value (NULLs' bytes arbitrary), lengths None. Text:
+    the values' bytes back to back (:func:`.copytext.utf8_parts`) with their lengths."""
     v = col.values
     if (col.kind, sqltype) not in SUPPORTED:
         raise ValueError(f"no binary encoding of a {col.kind} column as {sqltype}")
     if col.kind == "text":
-        # UTF-8 unescaped (binary COPY takes text as it is), NUL-padded (copytext.utf8_rows)
-        data, keep, sizes = utf8_rows(v.tolist())
-        if sqltype == "jsonb":  # the version byte, then the JSON text
-            data = np.hstack([np.ones((len(data), 1), dtype=np.uint8), data])
-            keep = np.hstack([np.ones((len(keep), 1), dtype=bool), keep])
-            sizes = sizes + 1
-        return data, keep, sizes
+        # UTF-8 unescaped (binary COPY takes text as it is); jsonb: a version byte 1 first
+        return utf8_parts(v.tolist(), "\x01" if sqltype == "jsonb" else "")
     if col.kind == "int" and sqltype == "numeric":  # like the text "12": display scale 0
-        return _numeric(v.astype(np.int64), 0), None, None
+        return _numeric(v.astype(np.int64), 0), None
     if col.kind == "int":
         if sqltype == "int4":
-            return _int4(v.astype(np.int64), np.asarray(col.nulls, dtype=bool)), None, None
-        return _fixed(v, ">i8"), None, None
+            return _int4(v.astype(np.int64), np.asarray(col.nulls, dtype=bool)), None
+        return _fixed(v, ">i8"), None
     if col.kind == "bool":
-        return np.asarray(v, dtype=bool).astype(np.uint8)[:, None], None, None
+        return np.asarray(v, dtype=bool).astype(np.uint8)[:, None], None
     if col.kind == "dec":
-        return _numeric(v.astype(np.int64), col.scale), None, None
+        return _numeric(v.astype(np.int64), col.scale), None
     if col.kind == "ts":
         seconds = v.astype("datetime64[s]").astype(np.int64)
-        return _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8"), None, None
+        return _fixed((seconds - _PG_EPOCH_SECONDS) * 1_000_000, ">i8"), None
     days = v.astype("datetime64[D]").astype(np.int64)
-    return _fixed(days - _PG_EPOCH_DAYS, ">i4"), None, None
+    return _fixed(days - _PG_EPOCH_DAYS, ">i4"), None
+
+
+def _width(data: Block, sizes: npt.NDArray[np.int64] | None) -> int:
+    """Bytes a field's values take in the chunk's matrix (text: the longest value's)."""
+    if sizes is None:
+        return int(data.shape[1])
+    return max(1, int(sizes.max())) if len(sizes) else 1
 
 
 # Rows encoded at a time: a chunk of 50,000 rows makes a matrix and a mask of several MB each,
@@ -193,29 +197,31 @@ def encode(cols: list[Col], sqltypes: list[str]) -> bytes:
             for start in range(0, rows, BLOCK_ROWS)
         )
     fields = [_data(c, t) for c, t in zip(cols, sqltypes, strict=True)]
-    width = 2 + sum(4 + data.shape[1] for data, _, _ in fields)
+    widths = [_width(data, sizes) for data, sizes in fields]
+    width = 2 + sum(4 + w for w in widths)
     matrix = np.empty((rows, width), dtype=np.uint8)
     mask: Mask | None = None
     matrix[:, :2] = np.frombuffer(len(cols).to_bytes(2, "big"), dtype=np.uint8)
     at = 2
-    for col, (data, keep, sizes) in zip(cols, fields, strict=True):
-        if data.shape[0] != rows or len(col.nulls) != rows:
+    for col, (data, sizes), w in zip(cols, fields, widths, strict=True):
+        if len(col.nulls) != rows or (len(sizes) if sizes is not None else len(data)) != rows:
             raise ValueError("columns of a chunk differ in length")
         nulls = np.asarray(col.nulls, dtype=bool)
         some_null = bool(nulls.any())
-        w = data.shape[1]
         if sizes is None:
             matrix[:, at : at + 4] = np.frombuffer(w.to_bytes(4, "big"), dtype=np.uint8)
+            matrix[:, at + 4 : at + 4 + w] = data
         else:
             matrix[:, at : at + 4] = _fixed(sizes, ">i4")
         if some_null:
             matrix[nulls, at : at + 4] = _NULL_LENGTH
-        matrix[:, at + 4 : at + 4 + w] = data
-        if keep is not None or some_null:
+        if sizes is not None or some_null:
             if mask is None:
                 mask = np.ones((rows, width), dtype=bool)
-            if keep is not None:
-                mask[:, at + 4 : at + 4 + w] = keep
+            if sizes is not None:  # a text value's own bytes, placed straight into its rows
+                own = np.arange(w) < sizes[:, None]
+                mask[:, at + 4 : at + 4 + w] = own
+                matrix[:, at + 4 : at + 4 + w][own] = data
             if some_null:
                 mask[nulls, at + 4 : at + 4 + w] = False
         at += 4 + w

@@ -36,15 +36,43 @@ def _escape(values: list[str]) -> list[str]:
     return joined.translate(_ESCAPES).split("\x00")
 
 
+def utf8_parts(strings: list[Any], prefix: str = "") -> tuple[Block, npt.NDArray[np.int64]]:
+    """The UTF-8 bytes of ``prefix + string`` for each string, back to back, and the length of
+    each in bytes. Non-strings are converted with ``str`` first.
+
+    Per column, not per value: the strings are joined with NUL (PostgreSQL text cannot hold
+    it) and encoded once; the byte lengths are the gaps between the NULs, and the bytes are
+    the blob without them.
+
+    >>> data, sizes = utf8_parts(["ab", "", "é"])
+    >>> bytes(data), sizes.tolist()
+    (b'ab\xc3\xa9', [2, 0, 2])
+    """
+    count = len(strings)
+    if not count:
+        return np.zeros(0, dtype=np.uint8), np.zeros(0, dtype=np.int64)
+    glue = "\x00" + prefix
+    try:
+        joined = prefix + glue.join(strings)
+    except TypeError:  # a value that is not a str
+        strings = [str(x) for x in strings]
+        joined = prefix + glue.join(strings)
+    raw = np.frombuffer(joined.encode(), dtype=np.uint8)
+    ends = np.flatnonzero(raw == 0)
+    if len(ends) == count - 1:
+        sizes = np.diff(ends, prepend=-1, append=len(raw)) - 1
+        return np.delete(raw, ends), sizes.astype(np.int64)
+    # a string holds a NUL itself: count and join without separators
+    parts = [(prefix + x).encode() for x in strings]
+    sizes = np.fromiter((len(x) for x in parts), dtype=np.int64, count=count)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), sizes
+
+
 def utf8_rows(strings: list[Any]) -> tuple[Block, Mask, npt.NDArray[np.int64]]:
     """UTF-8 bytes of each string, NUL-padded to the longest, a row per string; with the mask
-    of the bytes that belong to the string and each string's length in bytes. Shared with
-    :mod:`.copybinary`, which sends text unescaped.
-
-    Per column, not per value: the strings are joined and encoded once, and the bytes are
-    placed into the padded rows by one masked assignment. Non-strings are converted with
-    ``str`` first. (A string holding NUL is padded like the others, but its NUL bytes count
-    as its own; COPY would refuse it.)
+    of the bytes that belong to the string and each string's length in bytes
+    (:func:`utf8_parts` laid out in rows). (A string holding NUL is padded like the others,
+    but its NUL bytes count as its own; COPY would refuse it.)
 
     >>> block, keep, sizes = utf8_rows(["ab", "", "é"])
     >>> block.tolist(), sizes.tolist()
@@ -54,26 +82,12 @@ def utf8_rows(strings: list[Any]) -> tuple[Block, Mask, npt.NDArray[np.int64]]:
     if not count:
         empty = np.zeros((0, 1), dtype=np.uint8)
         return empty, empty.astype(bool), np.zeros(0, dtype=np.int64)
-    try:
-        joined = "\x00".join(strings)
-    except TypeError:  # a value that is not a str
-        strings = [str(x) for x in strings]
-        joined = "\x00".join(strings)
-    raw = np.frombuffer(joined.encode(), dtype=np.uint8)
-    # NUL separates the strings (PostgreSQL text cannot hold it): the byte lengths are the
-    # gaps between NULs, and the bytes are the blob without them.
-    ends = np.flatnonzero(raw == 0)
-    if len(ends) == count - 1:
-        sizes = np.diff(ends, prepend=-1, append=len(raw)) - 1
-        data = np.delete(raw, ends)
-    else:  # a string holds a NUL itself: count and join without separators
-        sizes = np.fromiter((len(x.encode()) for x in strings), dtype=np.int64, count=count)
-        data = np.frombuffer("".join(strings).encode(), dtype=np.uint8)
+    data, sizes = utf8_parts(strings)
     width = max(1, int(sizes.max()))
     keep = np.arange(width) < sizes[:, None]
     out = np.zeros((count, width), dtype=np.uint8)
     out[keep] = data
-    return out, keep, sizes.astype(np.int64)
+    return out, keep, sizes
 
 
 def utf8_block(strings: list[Any]) -> Block:

@@ -24,7 +24,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.errors import ConfigError, SpecError
 from pytest_heron.dataset import split_statements
 from pytest_heron.generate import citus, copybinary
 from pytest_heron.generate.columns import Generator
@@ -107,9 +107,17 @@ def _live_inherited() -> int:
     return len(_inherited_sessions())
 
 
-def _worker_init(parent: int) -> None:
+# Set in a seeding worker by :func:`_worker_init`: the event the parent sets once every table
+# exists (its keys dropped), so a worker can generate its first rows while the schema is built.
+_SCHEMA_READY: Any = None
+# How many chunks a worker generates ahead while it waits for the schema (bounds its memory).
+AHEAD_CHUNKS = 8
+
+
+def _worker_init(parent: int, schema_ready: Any = None) -> None:
     """Start of a forked seeding worker: hold none of the parent's database sessions, and exit
-    as soon as the parent is gone.
+    as soon as the parent is gone. ``schema_ready`` (an event, or None) is what
+    :func:`_copy_range` waits on before its COPY.
 
     Forked workers used to keep the parent's admin session (and the state's build lock) open
     after the parent was killed, so every later build waited on that lock forever. Each
@@ -118,6 +126,8 @@ def _worker_init(parent: int) -> None:
     socket), and the fd number stays taken, so nothing written to it later reaches another
     socket. On Linux the kernel kills a worker whose parent dies (PR_SET_PDEATHSIG); elsewhere,
     and as a backstop, a thread watches the parent's pid."""
+    global _SCHEMA_READY
+    _SCHEMA_READY = schema_ready
     null = os.open(os.devnull, os.O_RDWR)
     for conn in _inherited_sessions():
         os.dup2(null, conn.pgconn.socket)
@@ -140,14 +150,15 @@ def _worker_init(parent: int) -> None:
     threading.Thread(target=watch, name="heron-parent-watch", daemon=True).start()
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
+def _pool(jobs: int, schema_ready: Any = None) -> ProcessPoolExecutor:
     """The seeding workers, forked (they share the parent's warm generator; spawned ones
-    spent ~5 s each importing and building it) and made safe by :func:`_worker_init`."""
+    spent ~5 s each importing and building it) and made safe by :func:`_worker_init`.
+    ``schema_ready``: an event of the fork context, see :func:`_worker_init`."""
     return ProcessPoolExecutor(
         max_workers=jobs,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_worker_init,
-        initargs=(os.getpid(),),
+        initargs=(os.getpid(), schema_ready),
     )
 
 
@@ -177,11 +188,13 @@ def _copy_range(
     freeze: bool = False,
     after: tuple[str, ...] = (),
     binary: bool = False,
+    create: tuple[str, ...] = (),
 ) -> int:
     """Generate rows ``[start, stop)`` of a table and COPY them in (runs in any process).
 
-    With ``freeze`` (a whole table, ``start == 0``): the empty table is truncated and loaded in
-    one transaction with ``COPY ... FREEZE``. The rows are written frozen and all-visible, so
+    With ``freeze`` (a whole table, ``start == 0``): the table is made in the transaction that
+    loads it with ``COPY ... FREEZE``: created there by the ``create`` statements, or, without
+    them, an existing empty table truncated. The rows are written frozen and all-visible, so
     the index builds, ANALYZE and the foreign-key checks that read them next never rewrite the
     pages to set hint bits; and on a server with ``wal_level=minimal`` (the embedded one) the
     new file is not WAL-logged at all, only synced at commit.
@@ -195,27 +208,42 @@ def _copy_range(
     target = sql.Identifier(spec.module, spec.name)
     conn = _loader(dsn)
     ranges = [(lo, min(stop, lo + CHUNK_ROWS)) for lo in range(start, stop, CHUNK_ROWS)]
-    first = gen.chunk(fq, *ranges[0]) if ranges else []
-    types: list[str] | None = None
-    if binary and first:
-        types = _column_types(conn, target, list(spec.column_names))
-        if not copybinary.supported([c.kind for c in first], types):
-            types = None
-    options = ["FORMAT binary"] if types is not None else []
-    if freeze:
-        options.append("FREEZE")
-    stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(target, cols)
-    if options:
-        stmt = sql.SQL("{} ({})").format(stmt, sql.SQL(", ".join(options)))
+    # While the parent still builds the schema, generate ahead (a few chunks at most).
+    ahead = []
+    if _SCHEMA_READY is not None and not _SCHEMA_READY.is_set():
+        for lo, hi in ranges[:AHEAD_CHUNKS]:
+            ahead.append(gen.chunk(fq, lo, hi))
+            if _SCHEMA_READY.is_set():
+                break
+        _SCHEMA_READY.wait()
+    first = ahead[0] if ahead else gen.chunk(fq, *ranges[0]) if ranges else []
     with contextlib.ExitStack() as stack:
         if freeze:
             stack.enter_context(conn.transaction())
-            conn.execute(sql.SQL("TRUNCATE {}").format(target))
+            if create:
+                for part in create:
+                    conn.execute(part)
+            else:
+                conn.execute(sql.SQL("TRUNCATE {}").format(target))
+        types: list[str] | None = None
+        if binary and first:
+            types = _column_types(conn, target, list(spec.column_names))
+            if not copybinary.supported([c.kind for c in first], types):
+                types = None
+        options = ["FORMAT binary"] if types is not None else []
+        if freeze:
+            options.append("FREEZE")
+        stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(target, cols)
+        if options:
+            stmt = sql.SQL("{} ({})").format(stmt, sql.SQL(", ".join(options)))
         with conn.cursor() as cur, cur.copy(stmt) as copy:
             if types is not None:
                 copy.write(copybinary.HEADER)
             for i, (lo, hi) in enumerate(ranges):
-                chunk = first if i == 0 else gen.chunk(fq, lo, hi)
+                if i < len(ahead):
+                    chunk, ahead[i] = ahead[i], []  # let go of it once sent
+                else:
+                    chunk = first if i == 0 else gen.chunk(fq, lo, hi)
                 if types is not None:
                     copy.write(copybinary.encode(chunk, types))
                 else:
@@ -327,9 +355,9 @@ def ddl_script(layout: str = "standard", *, distribute: bool = True) -> str:
     return "\n".join(lines)
 
 
-def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> dict[str, list[str]]:
-    """Drop the primary keys and unique constraints of ``schemas``; return, per table, the
-    statements that add them back (same names, same definitions)."""
+def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> list[tuple[str, str, str]]:
+    """Drop the primary keys and unique constraints of ``schemas``; return what was dropped,
+    as ``(schema.table, constraint name, definition)`` sorted."""
     rows = conn.execute(
         """SELECT n.nspname, c.relname, k.conname, pg_get_constraintdef(k.oid), k.contype
            FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
@@ -338,15 +366,27 @@ def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> dict[str, l
            ORDER BY 1, 2, k.contype, 3""",
         (schemas,),
     ).fetchall()
-    restore: dict[str, list[str]] = {}
+    dropped = []
     for schema, table, name, definition, _ in rows:
         target = sql.Identifier(schema, table).as_string(conn)
-        ident = sql.Identifier(name).as_string(conn)
-        conn.execute(f"ALTER TABLE {target} DROP CONSTRAINT {ident}")
-        restore.setdefault(target, []).append(
-            f"ALTER TABLE {target} ADD CONSTRAINT {ident} {definition}"
-        )
-    return restore
+        conn.execute(f"ALTER TABLE {target} DROP CONSTRAINT {sql.Identifier(name).as_string(conn)}")
+        dropped.append((f"{schema}.{table}", str(name), str(definition)))
+    return sorted(dropped)
+
+
+def _key_statements(bundle: Bundle, layout: str) -> dict[str, list[str]]:
+    """Per table, the statements that add its primary key and unique constraints, read from
+    the DDL text (so the load can be planned before the tables exist); for the ``citus``
+    layout, rewritten with ``tenant_id``. :func:`seed_database` checks them against the keys
+    it drops from the catalog."""
+    distributed = citus.placement(bundle).distributed if layout == "citus" else ()
+    out: dict[str, list[str]] = {}
+    for _, add in citus.key_statements(citus.declared_keys(bundle.ddl)):
+        stmt = add.rstrip(";")
+        if distributed:
+            stmt = citus.rewrite_key(stmt, distributed)
+        out.setdefault(_target(stmt)[0], []).append(stmt)
+    return out
 
 
 _TARGET = re.compile(r"^(ALTER TABLE|ANALYZE|CREATE (?:UNIQUE )?INDEX \w+ ON) ([\w.\"]+)")
@@ -448,6 +488,29 @@ def _create_tables(dsn: str, bundle: Bundle, lanes: int) -> None:
             future.result()
 
 
+_DDL_TABLE = re.compile(r"^(?:CREATE TABLE|COMMENT ON (?:TABLE|COLUMN)) (\w+\.\w+)[\s.(]")
+_DDL_SCHEMA = re.compile(r"^(?:CREATE SCHEMA|COMMENT ON SCHEMA) \w+\b")
+
+
+def _table_ddl(bundle: Bundle) -> tuple[list[str], dict[str, list[str]]] | None:
+    """Section 1 of every module split into the statements that make the schemas and, per
+    table, those that make it (its CREATE TABLE and COMMENTs), in order; None if a statement
+    is neither (then the tables are made up front, as one script per module)."""
+    schemas: list[str] = []
+    tables: dict[str, list[str]] = {}
+    for module in bundle.modules:
+        for stmt in split_statements(module.ddl_tables):
+            if m := _DDL_TABLE.match(stmt):
+                if m.group(1) not in tables and not stmt.startswith("CREATE TABLE"):
+                    return None  # a comment before its table
+                tables.setdefault(m.group(1), []).append(stmt)
+            elif _DDL_SCHEMA.match(stmt):
+                schemas.append(stmt)
+            else:
+                return None
+    return schemas, tables
+
+
 def _tasks(gen: Generator, per_task: int) -> list[tuple[str, int, int]]:
     tasks = []
     for fq, n in gen.row_counts().items():
@@ -481,23 +544,6 @@ def seed_database(
     counts = gen.row_counts()
     total = sum(counts.values())
     started = time.perf_counter()
-    _create_tables(dsn, bundle, 2 * jobs)
-    with _connect(dsn) as conn, conn.transaction():
-        keys = _drop_keys(conn, [m.name for m in bundle.modules])
-        if layout == "citus":
-            place = citus.placement(bundle)
-            keys = {
-                table: [citus.rewrite_key(stmt, place.distributed) for stmt in stmts]
-                for table, stmts in keys.items()
-            }
-            if distribute:  # the keys Citus would refuse are dropped: distribute the empty tables
-                say(
-                    f"citus: {len(place.reference)} reference tables,"
-                    f" {len(place.distributed)} tables distributed by tenant_id"
-                )
-                for stmt in citus.distribution_statements(place, citus.shard_count(scale)):
-                    conn.execute(stmt)
-    say(f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows")
     # The standard layout loads each table whole, frozen, in one task (see _copy_range); a
     # Citus coordinator gets the same rows in slices, without FREEZE.
     freeze = layout == "standard"
@@ -507,6 +553,7 @@ def seed_database(
     per_task = max(counts.values(), default=1) if freeze else 4 * CHUNK_ROWS
     tasks = _tasks(gen, per_task=max(1, per_task))
     indexes, foreign_keys, other = _constraint_statements(bundle, layout)
+    keys = _key_statements(bundle, layout)
     # Keys, unique constraints and indexes are built in bulk after the load (much faster than
     # maintaining them row by row during COPY), then ANALYZE. With whole-table tasks, each
     # table's own come right after its COPY in the same worker: no lane waits for the last
@@ -521,6 +568,53 @@ def seed_database(
         for fq, _, _ in tasks:
             after[fq] = (*by_table.pop(fq, ()), f"ANALYZE {fq}")
         builds = [stmt for stmts in by_table.values() for stmt in stmts]
+
+    # The standard layout creates each loaded table in the transaction that loads it (no
+    # TRUNCATE, no key built on the empty table and dropped before the load): its CREATE
+    # TABLE and COMMENTs, then its declared keys dropped; the keys come back after the COPY.
+    made = _table_ddl(bundle) if freeze else None
+    create: dict[str, tuple[str, ...]] = {}
+    if made is not None:
+        drops: dict[str, list[str]] = {}
+        for drop, _ in citus.key_statements(citus.declared_keys(bundle.ddl)):
+            drops.setdefault(_target(drop)[0], []).append(drop.rstrip(";"))
+        create = {fq: (*made[1][fq], *drops.get(fq, ())) for fq, _, _ in tasks}
+
+    def build_schema() -> None:
+        """The tables without their keys (and, for Citus, distributed); with ``made``, the
+        schemas and only the tables no task creates."""
+        if made is not None:
+            with _connect(dsn) as conn, conn.transaction():
+                conn.execute(";\n".join(made[0]))
+                for fq, stmts in made[1].items():
+                    if fq not in create:
+                        for stmt in (*stmts, *drops.get(fq, ())):
+                            conn.execute(stmt)
+            say(
+                f"schema: {len(bundle.modules)} schemas, each table made as it is loaded;"
+                f" loading {total:,} rows"
+            )
+            return
+        _create_tables(dsn, bundle, 2 * jobs)
+        with _connect(dsn) as conn, conn.transaction():
+            dropped = _drop_keys(conn, [m.name for m in bundle.modules])
+            declared = sorted(citus.declared_keys(bundle.ddl))
+            if dropped != declared:  # the load was planned with the declared ones
+                extra = sorted(set(dropped) ^ set(declared))[:3]
+                raise SpecError(f"the DDL's keys and the catalog's differ, e.g. {extra}")
+            if layout == "citus" and distribute:
+                # the keys Citus would refuse are dropped: distribute the empty tables
+                place = citus.placement(bundle)
+                say(
+                    f"citus: {len(place.reference)} reference tables,"
+                    f" {len(place.distributed)} tables distributed by tenant_id"
+                )
+                for stmt in citus.distribution_statements(place, citus.shard_count(scale)):
+                    conn.execute(stmt)
+        say(
+            f"schema: {len(counts)} tables in {len(bundle.modules)} schemas; loading {total:,} rows"
+        )
+
     done = 0
     last = 0.0
 
@@ -537,20 +631,52 @@ def seed_database(
         say(f"loaded {done:,}/{total:,} rows ({rate:,.0f} rows/s, ETA {eta:,.0f}s), done: {fq}")
 
     if jobs <= 1:
+        build_schema()
         try:
             for fq, lo, hi in tasks:
-                report(
-                    _copy_range(dsn, scale, seed, fq, lo, hi, freeze, after.get(fq, ()), binary),
+                done_rows = _copy_range(
+                    dsn,
+                    scale,
+                    seed,
                     fq,
+                    lo,
+                    hi,
+                    freeze,
+                    after.get(fq, ()),
+                    binary,
+                    create.get(fq, ()) if lo == 0 else (),
                 )
+                report(done_rows, fq)
         finally:
             _close_loaders()
     else:
-        with _pool(jobs) as pool:
+        # The workers start on their first tables (generating ahead) while this process
+        # builds the schema; they COPY once it is there.
+        schema_ready = multiprocessing.get_context("fork").Event()
+        with _pool(jobs, schema_ready) as pool:
             futures = [
-                pool.submit(_copy_range, dsn, scale, seed, *t, freeze, after.get(t[0], ()), binary)
+                pool.submit(
+                    _copy_range,
+                    dsn,
+                    scale,
+                    seed,
+                    *t,
+                    freeze,
+                    after.get(t[0], ()),
+                    binary,
+                    create.get(t[0], ()) if t[1] == 0 else (),
+                )
                 for t in tasks
             ]
+            try:
+                build_schema()
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+            finally:
+                # on failure the running tasks find no table and end at once
+                schema_ready.set()
             for f, task in zip(futures, tasks, strict=True):
                 report(f.result(), task[0])
     loaded_at = time.perf_counter()

@@ -28,7 +28,7 @@ from pytest_heron.generate.citus import (
     rewrite_key,
     shard_count,
 )
-from pytest_heron.generate.load import ddl_script
+from pytest_heron.generate.ddl import ddl_script
 
 DIST = ["orders.orders", "orders.order_items", "crm.accounts", "catalog.products"]
 FK = "ALTER TABLE {} ADD CONSTRAINT fk_x FOREIGN KEY ({}) REFERENCES {}({})"

@@ -1,4 +1,5 @@
-"""The generator's pure parts: streams, apportionment, spec validation, chunk invariance."""
+"""The generator's pure parts: streams, apportionment, spec validation, chunk invariance, text
+columns rendered a column at a time."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pytest_heron.core.errors import SpecError
 from pytest_heron.generate import Generator, load_bundle, streams
 from pytest_heron.generate.copytext import encode
 from pytest_heron.generate.spec import SAFE_LOADER, Bundle, _column, _load_bundle, _table
+from pytest_heron.generate.texts import formatted, word_texts
 
 
 @given(st.integers(0, 2**31), st.integers(0, 10**9), st.integers(1, 500))
@@ -261,3 +263,66 @@ def test_blocked_child_offsets_equal_the_full_prefix_sums(
         assert offsets.parent_of(rows[::-1]).tolist() == expected[::-1].tolist()
     finally:
         ChildOffsets.BLOCK = original
+
+
+_LITERAL = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=6)
+_FIELD = st.one_of(
+    st.tuples(
+        st.sampled_from(["", "d", "06d", "3d", "x", "08x", "010d", ">5"]),
+        st.lists(st.integers(-(10**12), 10**12), min_size=3, max_size=3),
+    ),
+    st.tuples(st.just(""), st.lists(_LITERAL, min_size=3, max_size=3)),
+    st.tuples(st.just(""), st.lists(st.booleans(), min_size=3, max_size=3)),
+    # a value holding the separator: rendered value by value
+    st.tuples(st.just(""), st.just(["a\x00b", "c", ""])),
+)
+
+
+@given(st.lists(st.tuples(_LITERAL, _FIELD), max_size=4), _LITERAL)
+@settings(max_examples=200, deadline=None)
+def test_formatted_columns_render_as_format_does_value_by_value(
+    parts: list[tuple[str, tuple[str, list[Any]]]], last: str
+) -> None:
+    literals = [lit for lit, _ in parts] + [last]
+    fields = [(spec, np.asarray(values)) for _, (spec, values) in parts]
+    if any(values.dtype.kind == "U" for _, values in fields):  # strings as the generator has them
+        fields = [(s, v.astype(object) if v.dtype.kind == "U" else v) for s, v in fields]
+    got = formatted(literals, fields, 3)
+    for row in range(3):
+        want = literals[0]
+        for (spec, values), lit in zip(fields, literals[1:], strict=True):
+            value = values.tolist()[row]
+            want += (format(value, spec) if spec else str(value)) + lit
+        assert got[row] == want
+
+
+_WORD = st.text(st.characters(codec="ascii", exclude_characters="\x00"), min_size=1, max_size=5)
+
+
+@given(
+    st.lists(_WORD, min_size=1, max_size=6)
+    | st.lists(st.text(st.characters(codec="utf-8"), min_size=1, max_size=4), min_size=1),
+    st.integers(0, 4),
+    st.integers(0, 5),
+    st.data(),
+)
+@settings(max_examples=200, deadline=None)
+def test_word_texts_join_and_capitalize_as_str_methods_do(
+    pool: list[str], width: int, rows: int, data: st.DataObject
+) -> None:
+    picks = np.asarray(
+        data.draw(
+            st.lists(
+                st.lists(st.integers(0, len(pool) - 1), min_size=width, max_size=width),
+                min_size=rows,
+                max_size=rows,
+            )
+        ),
+        dtype=np.int64,
+    ).reshape(rows, width)
+    counts = np.asarray(
+        data.draw(st.lists(st.integers(0, width), min_size=rows, max_size=rows)), dtype=np.int64
+    )
+    got = word_texts(tuple(pool), picks, counts).tolist()
+    want = [" ".join(pool[p] for p in picks[r, : counts[r]]).capitalize() for r in range(rows)]
+    assert got == want

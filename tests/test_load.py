@@ -15,21 +15,22 @@ from psycopg import sql
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import State
 from pytest_heron.dataset import split_statements
-from pytest_heron.generate.load import _by_cost, _Schedule, _table_ddl, _target, ddl_script
+from pytest_heron.generate.ddl import ddl_script, table_ddl
+from pytest_heron.generate.lanes import Schedule, by_cost, target
 from pytest_heron.generate.spec import load_bundle
 
 
 def test_target_names_the_table_and_whether_it_is_held_alone() -> None:
-    assert _target("CREATE INDEX ix_a ON crm.accounts (owner_user_id);") == ("crm.accounts", False)
-    assert _target("CREATE UNIQUE INDEX ux ON crm.accounts (x);") == ("crm.accounts", False)
-    assert _target(
+    assert target("CREATE INDEX ix_a ON crm.accounts (owner_user_id);") == ("crm.accounts", False)
+    assert target("CREATE UNIQUE INDEX ux ON crm.accounts (x);") == ("crm.accounts", False)
+    assert target(
         'ALTER TABLE "crm"."accounts" ADD CONSTRAINT "accounts_pkey" PRIMARY KEY (id)'
     ) == (
         "crm.accounts",
         True,
     )
-    assert _target("ALTER TABLE crm.leads VALIDATE CONSTRAINT fk_x;") == ("crm.leads", True)
-    assert _target("ANALYZE orders.orders") == ("orders.orders", True)
+    assert target("ALTER TABLE crm.leads VALIDATE CONSTRAINT fk_x;") == ("crm.leads", True)
+    assert target("ANALYZE orders.orders") == ("orders.orders", True)
 
 
 def test_by_cost_puts_the_largest_tables_first_and_keeps_ties_in_order() -> None:
@@ -41,7 +42,7 @@ def test_by_cost_puts_the_largest_tables_first_and_keeps_ties_in_order() -> None
         "CREATE INDEX i2 ON a.mid (y);",
         "ANALYZE a.unknown",
     ]
-    assert _by_cost(stmts, rows) == [stmts[2], stmts[1], stmts[3], stmts[0], stmts[4]]
+    assert by_cost(stmts, rows) == [stmts[2], stmts[1], stmts[3], stmts[0], stmts[4]]
 
 
 _STATEMENTS = st.lists(
@@ -58,7 +59,7 @@ def test_schedule_never_runs_conflicting_statements_together(
         f"ALTER TABLE {t} VALIDATE CONSTRAINT c{i};" if alone else f"CREATE INDEX i{i} ON {t} (x);"
         for i, (t, alone) in enumerate(specs)
     ]
-    schedule = _Schedule(stmts)
+    schedule = Schedule(stmts)
     running: list[tuple[str, str, bool]] = []
     started: list[str] = []
     picks = iter(choices)
@@ -82,7 +83,7 @@ def test_schedule_takes_the_first_free_statement_in_order() -> None:
         "CREATE INDEX i1 ON s.b (x);",
         "CREATE INDEX i2 ON s.b (y);",
     ]
-    schedule = _Schedule(stmts)
+    schedule = Schedule(stmts)
     assert schedule.take() == (stmts[0], "s.a", True)
     assert schedule.take() == (stmts[2], "s.b", False)  # c2 waits for c1
     assert schedule.take() == (stmts[3], "s.b", False)  # indexes share a table
@@ -93,7 +94,7 @@ def test_schedule_takes_the_first_free_statement_in_order() -> None:
 
 def test_table_ddl_gives_each_table_its_create_then_its_comments() -> None:
     bundle = load_bundle()
-    made = _table_ddl(bundle)
+    made = table_ddl(bundle)
     assert made is not None
     schemas, tables = made
     assert sorted(tables) == sorted(bundle.tables)
@@ -114,12 +115,12 @@ def _fake(ddl: str) -> Any:
 
 def test_table_ddl_gives_up_on_a_statement_it_cannot_place() -> None:
     ok = "CREATE SCHEMA a;\nCREATE TABLE a.b (x int);\nCOMMENT ON COLUMN a.b.x IS 'y; z';"
-    assert _table_ddl(_fake(ok)) == (
+    assert table_ddl(_fake(ok)) == (
         ["CREATE SCHEMA a"],
         {"a.b": ["CREATE TABLE a.b (x int)", "COMMENT ON COLUMN a.b.x IS 'y; z'"]},
     )
-    assert _table_ddl(_fake(ok + "\nCREATE INDEX i ON a.b (x);")) is None
-    assert _table_ddl(_fake("COMMENT ON TABLE a.b IS 'x';\nCREATE TABLE a.b (x int);")) is None
+    assert table_ddl(_fake(ok + "\nCREATE INDEX i ON a.b (x);")) is None
+    assert table_ddl(_fake("COMMENT ON TABLE a.b IS 'x';\nCREATE TABLE a.b (x int);")) is None
 
 
 _CATALOG = {

@@ -30,9 +30,9 @@ if TYPE_CHECKING:
     from pytest_heron.generate.columns import Col as Col
     from pytest_heron.generate.columns import Generator as Generator
     from pytest_heron.generate.copytext import encode as encode
+    from pytest_heron.generate.ddl import ddl_script as ddl_script
     from pytest_heron.generate.load import CHUNK_ROWS as CHUNK_ROWS
     from pytest_heron.generate.load import SeedResult as SeedResult
-    from pytest_heron.generate.load import ddl_script as ddl_script
     from pytest_heron.generate.load import seed_database as seed_database
     from pytest_heron.generate.streams import integers as integers
     from pytest_heron.generate.streams import stream_key as stream_key
@@ -43,7 +43,7 @@ _DOOR = {
     "Generator": "columns",
     "LAYOUTS": "citus",
     "SeedResult": "load",
-    "ddl_script": "load",
+    "ddl_script": "ddl",
     "encode": "copytext",
     "integers": "streams",
     "seed_database": "load",

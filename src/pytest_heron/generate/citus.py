@@ -17,7 +17,7 @@ so this layout rewrites them:
 - a foreign key from a reference table to a distributed one is an error (Citus forbids it).
 
 The generated data is the same in both layouts; only keys change. Everything here is pure:
-statements in, statements out (see ``load.seed_database(layout=...)`` and ``load.ddl_script``).
+statements in, statements out (see ``load.seed_database(layout=...)`` and ``ddl.ddl_script``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ import numpy.typing as npt
 from pytest_heron.core.errors import SpecError
 from pytest_heron.generate import streams
 from pytest_heron.generate.spec import TENANT_TABLE, Bundle, ColumnSpec, TableSpec
+from pytest_heron.generate.texts import formatted, pool_array, word_texts
 
 I64 = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -44,85 +45,6 @@ class Col:
     values: npt.NDArray[Any]
     nulls: Mask
     scale: int = 0
-
-
-# Format specs the %-operator spells the same (``format(v, "06d") == "%06d" % v``).
-_PRINTF_SPEC = re.compile(r"0?\d*[dx]")
-_END = "\x00"  # ends each value in a joined column (PostgreSQL text cannot hold it)
-
-
-@cache
-def _pool_array(pool: tuple[str, ...]) -> npt.NDArray[Any]:
-    """A pool as an object array (to pick from with an index array); one per pool."""
-    return np.asarray(pool, dtype=object)
-
-
-def _formatted(
-    literals: list[str], fields: list[tuple[str, npt.NDArray[Any]]], n: int
-) -> npt.NDArray[Any]:
-    """``n`` values of a format template: ``literals[0] field[0] literals[1] ... literals[-1]``,
-    each field rendered with ``format(value, spec)`` (``str(value)`` without a spec).
-
-    All rows are rendered by one %-operation on the template repeated ``n`` times, when every
-    spec has a %-spelling that renders alike (an integer spec of integer values); otherwise
-    value by value."""
-    if not fields:
-        return np.asarray([literals[0]] * n, dtype=object)
-    specs = [spec for spec, _ in fields]
-    if all(
-        not spec or (_PRINTF_SPEC.fullmatch(spec) and values.dtype.kind in "iu")
-        for spec, values in fields
-    ):
-        row = literals[0].replace("%", "%%")
-        for spec, lit in zip(specs, literals[1:], strict=True):
-            row += f"%{spec}" if spec else "%s"
-            row += lit.replace("%", "%%")
-        grid = np.empty((n, len(fields)), dtype=object)
-        for j, (_, values) in enumerate(fields):
-            grid[:, j] = values.tolist()  # Python ints, strs, ...: what str() and format() see
-        joined = ((row + _END) * n) % tuple(grid.ravel().tolist())
-        if joined.count(_END) == n:  # no value held the separator itself
-            return np.asarray(joined.split(_END)[:-1], dtype=object)
-    texts = [
-        [format(v, spec) for v in values.tolist()] if spec else [str(v) for v in values.tolist()]
-        for spec, values in fields
-    ]
-    columns: list[list[str]] = []
-    for j, column in enumerate(texts):
-        if literals[j]:
-            columns.append([literals[j]] * n)
-        columns.append(column)
-    if literals[-1]:
-        columns.append([literals[-1]] * n)
-    return np.asarray(["".join(row) for row in zip(*columns, strict=True)], dtype=object)
-
-
-def _word_texts(pool: tuple[str, ...], picks: I64, counts: I64) -> npt.NDArray[Any]:
-    """Per row, ``" ".join(pool[picks[row, :counts[row]]]).capitalize()``.
-
-    For ASCII words that is the first word capitalized and the others lower-cased, joined: the
-    words and a separator after each are laid out in one object matrix, the kept cells of all
-    rows are joined once and split at the row ends. Other words go value by value."""
-    n, width = picks.shape
-    joinable = all(w.isascii() and _END not in w for w in pool)
-    if not joinable or n == 0:
-        words = np.asarray(pool, dtype=object)[picks].tolist()
-        out = [" ".join(r[:k]).capitalize() for r, k in zip(words, counts.tolist(), strict=True)]
-        return np.asarray(out, dtype=object)
-    cells = np.empty((n, 2 * width + 1), dtype=object)
-    if width:
-        cells[:, 0] = np.asarray([w.capitalize() for w in pool], dtype=object)[picks[:, 0]]
-        lower = np.asarray([w.lower() for w in pool], dtype=object)
-        for j in range(1, width):
-            cells[:, 2 * j] = lower[picks[:, j]]
-        cells[:, 1 : 2 * width : 2] = " "
-    cells[:, -1] = _END
-    at = np.arange(2 * width + 1)
-    # word j is kept when j < n; the space after word j when j < n - 1; the end always
-    keep = np.where(at % 2 == 0, at // 2 < counts[:, None], at // 2 < counts[:, None] - 1)
-    keep[:, -1] = True
-    joined = "".join(cells[keep].tolist())
-    return np.asarray(joined.split(_END)[:-1], dtype=object)
 
 
 def _days(text: str) -> int:
@@ -598,8 +520,8 @@ class _Eval:
             for i in range(hi)
         ]
         # Each value is its first ``n`` of ``hi`` picked words, joined by spaces and
-        # capitalized (first letter upper, the rest lower): see _word_texts.
-        return Col("text", _word_texts(pool, np.stack(picks, axis=1), counts), self._none())
+        # capitalized (first letter upper, the rest lower): see word_texts.
+        return Col("text", word_texts(pool, np.stack(picks, axis=1), counts), self._none())
 
     def _format(self, c: ColumnSpec, key: int) -> Col:
         template = str(c.params["format"])
@@ -612,14 +534,14 @@ class _Eval:
                 if pool is None:
                     raise SpecError(f"{self.spec.fq}.{c.name}: unknown pool {name[1:]!r}")
                 idx = streams.integers(self._key(c.name, f"f{i}"), self.rows, 0, len(pool) - 1)
-                fields.append(("", _pool_array(pool)[idx]))
+                fields.append(("", pool_array(pool)[idx]))
             else:
                 field = self._field(c, name)
                 nulls = nulls | field.nulls
                 fields.append((fmt, field.values))
         # _FIELD has two groups, so split() yields literal, name, spec, literal, ...
         literals = _FIELD.split(template)[0::3]
-        return Col("text", _formatted(literals, fields, len(self.rows)), nulls)
+        return Col("text", formatted(literals, fields, len(self.rows)), nulls)
 
     def _field(self, c: ColumnSpec, name: str) -> Col:
         rows = self.rows

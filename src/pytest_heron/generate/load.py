@@ -8,14 +8,13 @@ import ctypes
 import gc
 import multiprocessing
 import os
-import re
 import signal
 import stat
 import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from multiprocessing.util import Finalize
@@ -25,11 +24,17 @@ import psycopg
 from psycopg import sql
 
 from pytest_heron.core.errors import ConfigError, SpecError
-from pytest_heron.dataset import split_statements
 from pytest_heron.generate import citus, copybinary
 from pytest_heron.generate.columns import Generator
 from pytest_heron.generate.copytext import encode
-from pytest_heron.generate.spec import Bundle, load_bundle
+from pytest_heron.generate.ddl import (
+    constraint_statements,
+    drop_keys,
+    key_statements,
+    table_ddl,
+)
+from pytest_heron.generate.lanes import GROUP, by_cost, connect, create_tables, parallel, target
+from pytest_heron.generate.spec import load_bundle
 
 CHUNK_ROWS = 50_000
 # Load the standard layout with binary COPY (False: text COPY everywhere; for comparisons).
@@ -55,25 +60,13 @@ def _generator(scale: str, seed: int) -> Generator:
 _LOADERS: dict[tuple[int, str], psycopg.Connection[Any]] = {}
 
 
-def _connect(dsn: str) -> psycopg.Connection[Any]:
-    """An autocommit connection for seeding. Its commits do not wait for the WAL flush: a
-    seed is hundreds of small DDL transactions, and waiting for the disk at each one left
-    the cores idle. This is safe: a crash can lose only the latest transactions, never
-    corrupt, and the state's manifest, committed synchronously at the very end, flushes
-    everything before it."""
-    conn = psycopg.connect(dsn, autocommit=True, client_encoding="utf8")  # not PGCLIENTENCODING
-    conn.execute("SET synchronous_commit = off")
-    conn.execute("SET client_min_messages = warning")
-    return conn
-
-
 def _loader(dsn: str) -> psycopg.Connection[Any]:
     """This process's loading connection to ``dsn``, opened once: a load has hundreds of
     tasks, and a new server backend for each costs about as much as generating a chunk."""
     key = (os.getpid(), dsn)
     conn = _LOADERS.get(key)
     if conn is None or conn.closed:
-        conn = _connect(dsn)
+        conn = connect(dsn)
         conn.execute("SET TimeZone = 'UTC'")  # timestamps are sent without an offset
         _LOADERS[key] = conn
         # Pool workers leave through multiprocessing's exit path, which skips atexit but runs
@@ -264,253 +257,6 @@ def _copy_range(
     return stop - start
 
 
-_FK = re.compile(
-    r"^ALTER TABLE (?P<table>[\w.]+) ADD CONSTRAINT (?P<name>\w+) FOREIGN KEY .*;$", re.S
-)
-
-
-def _is_index(stmt: str) -> bool:
-    return stmt.upper().startswith(("CREATE INDEX", "CREATE UNIQUE INDEX"))
-
-
-def _section2(bundle: Bundle, layout: str = "standard") -> list[str]:
-    """Section 2 of every module's DDL (after ``-- @constraints``), one statement each, with
-    the indexes and foreign keys rewritten for the ``citus`` layout."""
-    distributed = citus.placement(bundle).distributed if layout == "citus" else ()
-    out = []
-    for module in bundle.modules:
-        for raw in split_statements(module.ddl_constraints):
-            stmt = " ".join(raw.split()) + ";"
-            if distributed and _is_index(stmt):
-                stmt = citus.rewrite_index(stmt, distributed)
-            elif distributed and _FK.match(stmt):
-                stmt = citus.rewrite_fk(stmt, distributed)
-            out.append(stmt)
-    return out
-
-
-def _constraint_statements(
-    bundle: Bundle, layout: str = "standard"
-) -> tuple[list[str], list[tuple[str, str]], list[str]]:
-    """Section 2 of every module, split into indexes, foreign keys (as NOT VALID additions with
-    their VALIDATE statements) and anything else."""
-    indexes: list[str] = []
-    fks: list[tuple[str, str]] = []
-    other: list[str] = []
-    for stmt in _section2(bundle, layout):
-        fk = _FK.match(stmt)
-        if _is_index(stmt):
-            indexes.append(stmt)
-        elif fk:
-            fks.append(
-                (
-                    stmt[:-1] + " NOT VALID;",
-                    f"ALTER TABLE {fk['table']} VALIDATE CONSTRAINT {fk['name']};",
-                )
-            )
-        else:
-            other.append(stmt)
-    return indexes, fks, other
-
-
-def ddl_script(layout: str = "standard", *, distribute: bool = True) -> str:
-    """The schema of ``layout`` as one psql script without data, for review or to build an
-    empty copy by hand; ``heron ddl`` prints it.
-
-    For ``citus``: the tables, then the keys Citus would refuse dropped, the distribution calls
-    (left out with ``distribute=False``), a marker where ``heron seed`` loads the data, then the
-    keys with ``tenant_id``, the indexes and the rewritten foreign keys. The keys are read from
-    the DDL text; ``seed_database`` reads the same keys from the catalog (a test compares them).
-    """
-    if layout not in citus.LAYOUTS:
-        raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(citus.LAYOUTS)}")
-    bundle = load_bundle()
-    head = f"-- heron schema, layout {layout}, data version {bundle.data_version}\n"
-    if layout == "standard":
-        return head + bundle.ddl + "\n".join(["", "-- @constraints", *_section2(bundle), ""])
-    place = citus.placement(bundle)
-    keys = [
-        (drop, add, citus.rewrite_key(add, place.distributed))
-        for drop, add in citus.key_statements(citus.declared_keys(bundle.ddl))
-    ]
-    lines = [
-        head + f"-- {len(place.distributed)} tables distributed by tenant_id (co-located),"
-        f" {len(place.reference)} reference tables",
-        "",
-        "-- 1. Tables, with the keys of the standard layout",
-        bundle.ddl,
-        "-- 2. Keys without tenant_id on distributed tables (Citus refuses them); re-added in 5",
-        *[drop for drop, add, new in keys if new != add],
-        "",
-        "-- 3. Distribution (needs the citus extension; Citus 12.1+ for PostgreSQL 16)",
-        *(citus.distribution_statements(place) if distribute else ["-- (left out)"]),
-        "",
-        "-- 4. heron seed --layout citus loads the data here (COPY into the empty tables)",
-        "",
-        "-- 5. Keys with tenant_id, indexes, foreign keys",
-        *[new for drop, add, new in keys if new != add],
-        *_section2(bundle, layout),
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def _drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> list[tuple[str, str, str]]:
-    """Drop the primary keys and unique constraints of ``schemas``; return what was dropped,
-    as ``(schema.table, constraint name, definition)`` sorted."""
-    rows = conn.execute(
-        """SELECT n.nspname, c.relname, k.conname, pg_get_constraintdef(k.oid), k.contype
-           FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
-           JOIN pg_namespace n ON n.oid = c.relnamespace
-           WHERE k.contype IN ('p', 'u') AND n.nspname = ANY(%s)
-           ORDER BY 1, 2, k.contype, 3""",
-        (schemas,),
-    ).fetchall()
-    dropped = []
-    for schema, table, name, definition, _ in rows:
-        target = sql.Identifier(schema, table).as_string(conn)
-        conn.execute(f"ALTER TABLE {target} DROP CONSTRAINT {sql.Identifier(name).as_string(conn)}")
-        dropped.append((f"{schema}.{table}", str(name), str(definition)))
-    return sorted(dropped)
-
-
-def _key_statements(bundle: Bundle, layout: str) -> dict[str, list[str]]:
-    """Per table, the statements that add its primary key and unique constraints, read from
-    the DDL text (so the load can be planned before the tables exist); for the ``citus``
-    layout, rewritten with ``tenant_id``. :func:`seed_database` checks them against the keys
-    it drops from the catalog."""
-    distributed = citus.placement(bundle).distributed if layout == "citus" else ()
-    out: dict[str, list[str]] = {}
-    for _, add in citus.key_statements(citus.declared_keys(bundle.ddl)):
-        stmt = add.rstrip(";")
-        if distributed:
-            stmt = citus.rewrite_key(stmt, distributed)
-        out.setdefault(_target(stmt)[0], []).append(stmt)
-    return out
-
-
-_TARGET = re.compile(r"^(ALTER TABLE|ANALYZE|CREATE (?:UNIQUE )?INDEX \w+ ON) ([\w.\"]+)")
-
-
-def _target(stmt: str) -> tuple[str, bool]:
-    """The table a statement works on, and whether it excludes other statements on that table
-    (ALTER TABLE and ANALYZE do; CREATE INDEX statements can share a table)."""
-    m = _TARGET.match(stmt)
-    if not m:
-        return "", True
-    return m.group(2).replace('"', ""), not m.group(1).startswith("CREATE")
-
-
-def _by_cost(statements: list[str], rows: dict[str, int]) -> list[str]:
-    """Statements on the largest tables first (longest-processing-time-first scheduling keeps
-    the lanes finishing together); ties keep their order."""
-    return sorted(statements, key=lambda stmt: -rows.get(_target(stmt)[0], 0))
-
-
-class _Schedule:
-    """Which statement a free lane runs next: the first in order whose table is not held by a
-    conflicting statement already running (ALTER TABLE and ANALYZE hold their table alone;
-    CREATE INDEX statements can share one). Pure bookkeeping; the lanes lock around it."""
-
-    def __init__(self, statements: list[str]) -> None:
-        # Each statement's table is read once here, not on every look through the queue.
-        self.pending = [(stmt, *_target(stmt)) for stmt in statements]
-        self.running: dict[str, list[bool]] = {}
-
-    def take(self) -> tuple[str, str, bool] | None:
-        """The next runnable statement with its table and exclusivity, or None if every
-        pending one is blocked for now."""
-        for i, (stmt, table, exclusive) in enumerate(self.pending):
-            held = self.running.setdefault(table, [])
-            if not held or not (exclusive or any(held)):
-                del self.pending[i]
-                held.append(exclusive)
-                return stmt, table, exclusive
-        return None
-
-    def finish(self, table: str, exclusive: bool) -> None:
-        self.running[table].remove(exclusive)
-
-
-# Joins the statements one lane runs together on one table (a table's keys): a newline never
-# occurs inside our one-line statements.
-_GROUP = ";\n"
-
-
-def _parallel(dsn: str, statements: list[str], lanes: int) -> None:
-    """Run statements on up to ``lanes`` connections, each lane taking the next statement from
-    a shared :class:`_Schedule`, so lanes never queue on each other's table locks."""
-    schedule = _Schedule(statements)
-    ready = threading.Condition()
-
-    def take() -> tuple[str, str, bool] | None:
-        with ready:
-            while schedule.pending:
-                got = schedule.take()
-                if got is not None:
-                    return got
-                ready.wait()
-            return None
-
-    def run() -> None:
-        with _connect(dsn) as conn:
-            # Several lanes share the cores: each statement in one process, with room to sort.
-            conn.execute("SET max_parallel_maintenance_workers = 0")
-            conn.execute("SET maintenance_work_mem = '256MB'")
-            while (got := take()) is not None:
-                stmt, table, exclusive = got
-                try:
-                    # one statement per execute: Citus forwards a statement to the workers as a
-                    # prepared statement, which cannot hold several commands
-                    for part in stmt.split(_GROUP):
-                        conn.execute(part)
-                finally:
-                    with ready:
-                        schedule.finish(table, exclusive)
-                        ready.notify_all()
-
-    count = max(1, min(lanes, len(statements)))
-    with ThreadPoolExecutor(max_workers=count) as pool:
-        for future in [pool.submit(run) for _ in range(count)]:
-            future.result()
-
-
-def _create_tables(dsn: str, bundle: Bundle, lanes: int) -> None:
-    """Create every module's schema and tables, modules in parallel (their tables refer to
-    each other only through the foreign keys, which come after the load)."""
-
-    def create(ddl: str) -> None:
-        with _connect(dsn) as conn, conn.transaction():
-            conn.execute(ddl)
-
-    with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
-        for future in [pool.submit(create, m.ddl_tables) for m in bundle.modules]:
-            future.result()
-
-
-_DDL_TABLE = re.compile(r"^(?:CREATE TABLE|COMMENT ON (?:TABLE|COLUMN)) (\w+\.\w+)[\s.(]")
-_DDL_SCHEMA = re.compile(r"^(?:CREATE SCHEMA|COMMENT ON SCHEMA) \w+\b")
-
-
-def _table_ddl(bundle: Bundle) -> tuple[list[str], dict[str, list[str]]] | None:
-    """Section 1 of every module split into the statements that make the schemas and, per
-    table, those that make it (its CREATE TABLE and COMMENTs), in order; None if a statement
-    is neither (then the tables are made up front, as one script per module)."""
-    schemas: list[str] = []
-    tables: dict[str, list[str]] = {}
-    for module in bundle.modules:
-        for stmt in split_statements(module.ddl_tables):
-            if m := _DDL_TABLE.match(stmt):
-                if m.group(1) not in tables and not stmt.startswith("CREATE TABLE"):
-                    return None  # a comment before its table
-                tables.setdefault(m.group(1), []).append(stmt)
-            elif _DDL_SCHEMA.match(stmt):
-                schemas.append(stmt)
-            else:
-                return None
-    return schemas, tables
-
-
 def _tasks(gen: Generator, per_task: int) -> list[tuple[str, int, int]]:
     tasks = []
     for fq, n in gen.row_counts().items():
@@ -552,19 +298,19 @@ def seed_database(
     binary = layout == "standard" and BINARY_COPY
     per_task = max(counts.values(), default=1) if freeze else 4 * CHUNK_ROWS
     tasks = _tasks(gen, per_task=max(1, per_task))
-    indexes, foreign_keys, other = _constraint_statements(bundle, layout)
-    keys = _key_statements(bundle, layout)
+    indexes, foreign_keys, other = constraint_statements(bundle, layout)
+    keys = key_statements(bundle, layout)
     # Keys, unique constraints and indexes are built in bulk after the load (much faster than
     # maintaining them row by row during COPY), then ANALYZE. With whole-table tasks, each
     # table's own come right after its COPY in the same worker: no lane waits for the last
     # table's load, and the rows are read back while cached. The rest (tables without rows,
     # or the Citus layout) run in lanes after the load, largest tables first.
-    builds = [_GROUP.join(k) for k in keys.values()] + indexes
+    builds = [GROUP.join(k) for k in keys.values()] + indexes
     after: dict[str, tuple[str, ...]] = {}
     if freeze and not other:
         by_table: dict[str, list[str]] = {}
         for stmt in builds:
-            by_table.setdefault(_target(stmt)[0], []).append(stmt)
+            by_table.setdefault(target(stmt)[0], []).append(stmt)
         for fq, _, _ in tasks:
             after[fq] = (*by_table.pop(fq, ()), f"ANALYZE {fq}")
         builds = [stmt for stmts in by_table.values() for stmt in stmts]
@@ -572,19 +318,19 @@ def seed_database(
     # The standard layout creates each loaded table in the transaction that loads it (no
     # TRUNCATE, no key built on the empty table and dropped before the load): its CREATE
     # TABLE and COMMENTs, then its declared keys dropped; the keys come back after the COPY.
-    made = _table_ddl(bundle) if freeze else None
+    made = table_ddl(bundle) if freeze else None
     create: dict[str, tuple[str, ...]] = {}
     if made is not None:
         drops: dict[str, list[str]] = {}
         for drop, _ in citus.key_statements(citus.declared_keys(bundle.ddl)):
-            drops.setdefault(_target(drop)[0], []).append(drop.rstrip(";"))
+            drops.setdefault(target(drop)[0], []).append(drop.rstrip(";"))
         create = {fq: (*made[1][fq], *drops.get(fq, ())) for fq, _, _ in tasks}
 
     def build_schema() -> None:
         """The tables without their keys (and, for Citus, distributed); with ``made``, the
         schemas and only the tables no task creates."""
         if made is not None:
-            with _connect(dsn) as conn, conn.transaction():
+            with connect(dsn) as conn, conn.transaction():
                 conn.execute(";\n".join(made[0]))
                 for fq, stmts in made[1].items():
                     if fq not in create:
@@ -595,9 +341,9 @@ def seed_database(
                 f" loading {total:,} rows"
             )
             return
-        _create_tables(dsn, bundle, 2 * jobs)
-        with _connect(dsn) as conn, conn.transaction():
-            dropped = _drop_keys(conn, [m.name for m in bundle.modules])
+        create_tables(dsn, bundle, 2 * jobs)
+        with connect(dsn) as conn, conn.transaction():
+            dropped = drop_keys(conn, [m.name for m in bundle.modules])
             declared = sorted(citus.declared_keys(bundle.ddl))
             if dropped != declared:  # the load was planned with the declared ones
                 extra = sorted(set(dropped) ^ set(declared))[:3]
@@ -681,20 +427,20 @@ def seed_database(
                 report(f.result(), task[0])
     loaded_at = time.perf_counter()
     say("constraints, indexes and statistics")
-    with _connect(dsn) as conn:
+    with connect(dsn) as conn:
         for stmt in other:
             conn.execute(stmt)
         # ANALYZE needs only the rows, so it comes last in the same queue and fills the lanes
         # while the largest tables' indexes finish.
-        analyze = _by_cost([f"ANALYZE {fq}" for fq in counts if fq not in after], counts)
-        _parallel(dsn, _by_cost(builds, counts) + analyze, 2 * jobs)
+        analyze = by_cost([f"ANALYZE {fq}" for fq in counts if fq not in after], counts)
+        parallel(dsn, by_cost(builds, counts) + analyze, 2 * jobs)
         # Adding a foreign key NOT VALID is instant (one transaction for all of them);
         # validations of different tables do not conflict, so they run in parallel (pg_restore
         # does the same).
         with conn.transaction():
             for stmt, _ in foreign_keys:
                 conn.execute(stmt)
-        _parallel(dsn, _by_cost([validate for _, validate in foreign_keys], counts), 2 * jobs)
+        parallel(dsn, by_cost([validate for _, validate in foreign_keys], counts), 2 * jobs)
         identity = conn.execute(
             "SELECT table_schema, table_name, column_name FROM information_schema.columns"
             " WHERE is_identity = 'YES' ORDER BY 1, 2, 3"

@@ -3,9 +3,11 @@ order lanes take statements in, and the lanes themselves."""
 
 from __future__ import annotations
 
+import queue
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import psycopg
@@ -122,3 +124,81 @@ def create_tables(dsn: str, bundle: Bundle, lanes: int) -> None:
     with ThreadPoolExecutor(max_workers=max(1, lanes)) as pool:
         for future in [pool.submit(create, m.ddl_tables) for m in bundle.modules]:
             future.result()
+
+
+_REFERENCES = re.compile(r"\bREFERENCES ([\w.\"]+)")
+
+
+def referenced(stmt: str) -> str:
+    """The table a foreign key statement refers to ('' if it is not one)."""
+    m = _REFERENCES.search(stmt)
+    return m.group(1).replace('"', "") if m else ""
+
+
+class EarlyForeignKeys:
+    """Adds and validates foreign keys while the load goes on, on one connection of its own:
+    each key as soon as both its tables are loaded and keyed (:meth:`loaded`), in that order.
+
+    One lane, so its statements never wait on each other (adding a key locks both tables in
+    a mode that conflicts with itself); it touches only tables whose load has ended, so it
+    never waits on a loader either. :meth:`finish` stops it after the key in hand and returns
+    the keys it did not add, for the lanes after the load."""
+
+    def __init__(self, dsn: str, keys: list[tuple[str, str]]) -> None:
+        self._keys = keys  # (ADD ... NOT VALID, VALIDATE) pairs
+        self._waiting = [(target(add)[0], referenced(add), i) for i, (add, _) in enumerate(keys)]
+        self._loaded: set[str] = set()
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._done: list[int] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(dsn,), name="heron-early-foreign-keys", daemon=True
+        )
+        self._thread.start()
+
+    def loaded(self, table: str) -> None:
+        """``table`` is loaded and keyed: queue the keys that were waiting only for it."""
+        with self._lock:
+            self._loaded.add(table)
+            waiting = []
+            for child, parent, i in self._waiting:
+                if child in self._loaded and parent in self._loaded:
+                    self._queue.put(i)
+                else:
+                    waiting.append((child, parent, i))
+            self._waiting = waiting
+
+    def on_done(self, table: str) -> Callable[[Future[Any]], None]:
+        """A callback for the future of ``table``'s load task: :meth:`loaded` if it succeeded."""
+
+        def done(future: Future[Any]) -> None:
+            if not future.cancelled() and future.exception() is None:
+                self.loaded(table)
+
+        return done
+
+    def _run(self, dsn: str) -> None:
+        try:
+            with connect(dsn) as conn:
+                conn.execute("SET max_parallel_maintenance_workers = 0")
+                conn.execute("SET maintenance_work_mem = '256MB'")
+                while (i := self._queue.get()) is not None and not self._stop.is_set():
+                    add, validate = self._keys[i]
+                    conn.execute(add)
+                    conn.execute(validate)
+                    self._done.append(i)
+        except BaseException as exc:  # handed to finish()
+            self._error = exc
+
+    def finish(self) -> list[tuple[str, str]]:
+        """Stop after the key in hand; the keys not added, in their order. Raises what the
+        lane met (a key the data breaks, a lost connection)."""
+        self._stop.set()
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        done = set(self._done)
+        return [key for i, key in enumerate(self._keys) if i not in done]

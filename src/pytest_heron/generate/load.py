@@ -33,10 +33,21 @@ from pytest_heron.generate.ddl import (
     key_statements,
     table_ddl,
 )
-from pytest_heron.generate.lanes import GROUP, by_cost, connect, create_tables, parallel, target
+from pytest_heron.generate.lanes import (
+    GROUP,
+    EarlyForeignKeys,
+    by_cost,
+    connect,
+    create_tables,
+    parallel,
+    referenced,
+    target,
+)
 from pytest_heron.generate.spec import load_bundle
 
 CHUNK_ROWS = 50_000
+# A table others refer to with at most 1/SMALL_PARENT of the largest table's rows loads first.
+SMALL_PARENT = 20
 # Load the standard layout with binary COPY (False: text COPY everywhere; for comparisons).
 BINARY_COPY = True
 Progress = Callable[[str], None]
@@ -299,6 +310,12 @@ def seed_database(
     per_task = max(counts.values(), default=1) if freeze else 4 * CHUNK_ROWS
     tasks = _tasks(gen, per_task=max(1, per_task))
     indexes, foreign_keys, other = constraint_statements(bundle, layout)
+    if freeze and jobs > 1:
+        # Small tables that others refer to load first (they are quick), so that the foreign
+        # keys of the large tables, loaded first too, can go in during the load.
+        small = max(counts.values(), default=0) // SMALL_PARENT
+        parents = {referenced(add) for add, _ in foreign_keys}
+        tasks.sort(key=lambda t: 0 if t[0] in parents and counts[t[0]] <= small else 1)
     keys = key_statements(bundle, layout)
     # Keys, unique constraints and indexes are built in bulk after the load (much faster than
     # maintaining them row by row during COPY), then ANALYZE. With whole-table tasks, each
@@ -423,8 +440,17 @@ def seed_database(
             finally:
                 # on failure the running tasks find no table and end at once
                 schema_ready.set()
-            for f, task in zip(futures, tasks, strict=True):
-                report(f.result(), task[0])
+            # Whole tables, keyed by their task: their foreign keys can go in during the load.
+            early = EarlyForeignKeys(dsn, foreign_keys) if after else None
+            if early is not None:
+                for f, task in zip(futures, tasks, strict=True):
+                    f.add_done_callback(early.on_done(task[0]))
+            try:
+                for f, task in zip(futures, tasks, strict=True):
+                    report(f.result(), task[0])
+            finally:
+                if early is not None:
+                    foreign_keys = early.finish()
     loaded_at = time.perf_counter()
     say("constraints, indexes and statistics")
     with connect(dsn) as conn:

@@ -8,15 +8,16 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import psycopg
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
 from pytest_heron.database.server import Server
-from pytest_heron.database.states import State
 from pytest_heron.dataset import split_statements
 from pytest_heron.generate.ddl import ddl_script, table_ddl
-from pytest_heron.generate.lanes import Schedule, by_cost, target
+from pytest_heron.generate.lanes import EarlyForeignKeys, Schedule, by_cost, referenced, target
+from pytest_heron.generate.load import seed_database
 from pytest_heron.generate.spec import load_bundle
 
 
@@ -143,28 +144,93 @@ _CATALOG = {
 }
 
 
-def test_a_seeded_state_has_the_catalog_of_the_printed_ddl(
-    server: Server, tiny_state: State
-) -> None:
-    """The loader makes each table in its load transaction and drops and re-adds its keys
-    (read from the DDL text): the keys, NOT NULLs, indexes, defaults and comments it leaves
-    are the ones ``heron ddl`` builds."""
+def _read(dsn: str, query: str, schemas: list[str]) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(query, (schemas,)).fetchall()  # type: ignore[arg-type]
+
+
+def test_a_seed_with_two_loaders_has_the_catalog_of_the_printed_ddl(server: Server) -> None:
+    """With two loaders each table is made in its load transaction, its keys dropped and
+    re-added (read from the DDL text), and its foreign keys go in during the load on a lane of
+    their own: the keys (all validated), NOT NULLs, indexes, defaults and comments left are the
+    ones ``heron ddl`` builds."""
     schemas = [m.name for m in load_bundle().modules]
-    name = "heron_test_load_printed_ddl"
+    names = ["heron_test_load_printed_ddl", "heron_test_load_two_loaders"]
+    drops = [
+        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(n)) for n in names
+    ]
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        for name, drop in zip(names, drops, strict=True):
+            conn.execute(drop)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        with psycopg.connect(server.dsn(names[0]), autocommit=True) as conn:
+            conn.execute(ddl_script("standard"))
+        said: list[str] = []
+        result = seed_database(server.dsn(names[1]), "tiny", 42, jobs=2, progress=said.append)
+        assert result.phases["constraints_and_analyze"] < result.phases["load"]
+        assert any("each table made as it is loaded" in line for line in said)
+        for what, query in _CATALOG.items():
+            printed, seeded = (_read(server.dsn(name), query, schemas) for name in names)
+            assert printed, what
+            assert seeded == printed, what
+        with psycopg.connect(server.dsn(names[1])) as conn:
+            keys = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE convalidated) FROM pg_constraint"
+                " WHERE contype = 'f'"
+            ).fetchone()
+        assert keys is not None and keys[0] > 600 and keys[0] == keys[1]
+    finally:
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            for drop in drops:
+                conn.execute(drop)
+
+
+def test_referenced_names_the_table_a_foreign_key_points_at() -> None:
+    fk = 'ALTER TABLE a.c ADD CONSTRAINT f FOREIGN KEY (p_id) REFERENCES "a"."p"(id) NOT VALID'
+    assert referenced(fk) == "a.p"
+    assert referenced("ALTER TABLE a.c ADD CONSTRAINT u UNIQUE (x)") == ""
+
+
+def test_early_foreign_keys_go_in_once_both_tables_are_loaded(server: Server) -> None:
+    name = "heron_test_load_early_keys"
     drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
         conn.execute(drop)
         conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    dsn = server.dsn(name)
+
+    def key(child: str, parent: str, rule: str) -> tuple[str, str]:
+        add = (
+            f"ALTER TABLE a.{child} ADD CONSTRAINT {rule} FOREIGN KEY (p_id)"
+            f" REFERENCES a.{parent}(id) NOT VALID"
+        )
+        return add, f"ALTER TABLE a.{child} VALIDATE CONSTRAINT {rule}"
+
     try:
-        with psycopg.connect(server.dsn(name), autocommit=True) as conn:
-            conn.execute(ddl_script("standard"))
-        for what, query in _CATALOG.items():
-            with psycopg.connect(server.dsn(name)) as printed:
-                want = printed.execute(query, (schemas,)).fetchall()
-            with psycopg.connect(tiny_state.admin_dsn) as seeded:
-                got = seeded.execute(query, (schemas,)).fetchall()
-            assert want, what
-            assert got == want, what
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(
+                "CREATE SCHEMA a; CREATE TABLE a.p (id int PRIMARY KEY);"
+                " CREATE TABLE a.q (id int PRIMARY KEY);"
+                " CREATE TABLE a.c (p_id int); CREATE TABLE a.d (p_id int);"
+                " INSERT INTO a.p VALUES (1), (2); INSERT INTO a.q VALUES (1);"
+                " INSERT INTO a.c VALUES (1), (2), (NULL); INSERT INTO a.d VALUES (2)"
+            )
+        keys = [key("c", "p", "c_p"), key("d", "p", "d_p"), key("c", "q", "c_q")]
+        lane = EarlyForeignKeys(dsn, keys)
+        lane.loaded("a.c")
+        lane.loaded("a.p")  # c -> p is ready; d -> p and c -> q wait for their other table
+        left = lane.finish(drain=True)
+        with psycopg.connect(dsn) as conn:
+            made = conn.execute(
+                "SELECT conname, convalidated FROM pg_constraint WHERE contype = 'f' ORDER BY 1"
+            ).fetchall()
+        assert made == [("c_p", True)] and left == keys[1:]
+        broken = EarlyForeignKeys(dsn, [keys[2]])  # a.c holds p_id 2, a.q has no row 2
+        broken.loaded("a.c")
+        broken.loaded("a.q")
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            broken.finish(drain=True)
     finally:
         with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
             conn.execute(drop)

@@ -192,10 +192,12 @@ class EarlyForeignKeys:
         except BaseException as exc:  # handed to finish()
             self._error = exc
 
-    def finish(self) -> list[tuple[str, str]]:
-        """Stop after the key in hand; the keys not added, in their order. Raises what the
-        lane met (a key the data breaks, a lost connection)."""
-        self._stop.set()
+    def finish(self, *, drain: bool = False) -> list[tuple[str, str]]:
+        """Stop after the key in hand (with ``drain``: after every key queued so far); the
+        keys not added, in their order. Raises what the lane met (a key the data breaks, a
+        lost connection)."""
+        if not drain:
+            self._stop.set()
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:

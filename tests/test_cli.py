@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from pytest_heron.database.server import Server
+from pytest_heron.generate import ddl_script, load_bundle
 
 
 def _heron(*args: str) -> subprocess.CompletedProcess[str]:
@@ -23,6 +24,32 @@ def _heron(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+_CATALOG = {
+    "constraints": "SELECT conrelid::regclass::text, conname, contype,"
+    " pg_get_constraintdef(oid), convalidated FROM pg_constraint"
+    " WHERE connamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
+    "indexes": "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)"
+    " FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+    " WHERE c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1",
+    "columns": "SELECT a.attrelid::regclass::text, a.attnum, a.attname,"
+    " format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity,"
+    " pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+    " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+    " WHERE c.relkind = 'r' AND c.relnamespace::regnamespace::text = ANY(%s)"
+    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2",
+    "comments": "SELECT d.objoid::regclass::text, d.objsubid, d.description"
+    " FROM pg_description d JOIN pg_class c ON c.oid = d.objoid"
+    " WHERE d.classoid = 'pg_class'::regclass"
+    " AND c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
+}
+
+
+def _catalog(dsn: str) -> dict[str, list[tuple[Any, ...]]]:
+    schemas = [m.name for m in load_bundle().modules]
+    with psycopg.connect(dsn) as conn:
+        return {what: conn.execute(q, (schemas,)).fetchall() for what, q in _CATALOG.items()}  # type: ignore[arg-type]
+
+
 def _checksums(server: Server, database: str) -> list[str]:
     done = _heron("checksum", "--dsn", server.admin_dsn, "--database", database)
     assert done.returncode == 0, done.stderr
@@ -30,13 +57,22 @@ def _checksums(server: Server, database: str) -> list[str]:
 
 
 def test_seed_jobs_and_checksum_round_trip(server: Server) -> None:
-    """``heron seed`` with one loader and with two, checked against the suite's cached tiny
-    states (built with ``seed_jobs()`` loaders, 2 on the 2-core machines): whichever count those
-    used, one of the two comparisons is across job counts."""
+    """``heron seed`` with one loader and with two, checked against `heron ddl`'s catalog and
+    the suite's cached tiny states (built with ``seed_jobs()`` loaders, 2 on the 2-core
+    machines): whichever count those used, one of the two comparisons is across job counts."""
     from pytest_heron.database.states import ensure_state
 
     names = ["heron_test_jobs1", "heron_test_seed43"]
     runs = [("42", "1"), ("43", "2")]
+    printed = "heron_test_printed_ddl"  # what `heron ddl` builds, to compare catalogs with
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(printed))
+        )
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(printed)))
+    with psycopg.connect(server.dsn(printed), autocommit=True) as conn:
+        conn.execute(ddl_script("standard"))
+    want = _catalog(server.dsn(printed))
     for name, (seed, jobs) in zip(names, runs, strict=True):
         done = _heron(
             "seed",
@@ -57,6 +93,14 @@ def test_seed_jobs_and_checksum_round_trip(server: Server) -> None:
         assert set(last) == {"database", "dsn", "tables", "schemas", "rows", "seconds"}
         assert last["database"] == name and last["rows"] > 0
         assert "loaded" in done.stderr  # progress goes to stderr
+        # Each table made in its load transaction, its keys dropped and re-added (read from
+        # the DDL text), with two loaders its foreign keys added during the load: the keys
+        # (all validated), NOT NULLs, indexes, defaults and comments are `heron ddl`'s.
+        assert "each table made as it is loaded" in done.stderr
+        got = _catalog(server.dsn(name))
+        for what in _CATALOG:
+            assert want[what] and got[what] == want[what], (name, what)
+        assert all(valid for *_, kind, _, valid in got["constraints"] if kind == "f")
     one, other = (_checksums(server, n) for n in names)
     cached = {
         seed: _checksums(server, ensure_state(server, "tiny", seed).database) for seed in (42, 43)
@@ -74,7 +118,7 @@ def test_seed_jobs_and_checksum_round_trip(server: Server) -> None:
             ).fetchone()
         assert stale is not None and stale[:2] == (0, 0) and stale[2] > 200, (name, stale)
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        for name in names:
+        for name in [*names, printed]:
             conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 

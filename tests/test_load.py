@@ -1,6 +1,5 @@
-"""The seeding scheduler's pure parts: which table a statement holds, in which order lanes
-take statements, which statements make each table; and that a seeded state's catalog is the one
-the printed DDL builds."""
+"""The seeding scheduler: which table a statement holds, in which order lanes take statements,
+which statements make each table, and the lane that adds foreign keys during the load."""
 
 from __future__ import annotations
 
@@ -15,9 +14,8 @@ from psycopg import sql
 
 from pytest_heron.database.server import Server
 from pytest_heron.dataset import split_statements
-from pytest_heron.generate.ddl import ddl_script, table_ddl
+from pytest_heron.generate.ddl import table_ddl
 from pytest_heron.generate.lanes import EarlyForeignKeys, Schedule, by_cost, referenced, target
-from pytest_heron.generate.load import seed_database
 from pytest_heron.generate.spec import load_bundle
 
 
@@ -122,68 +120,6 @@ def test_table_ddl_gives_up_on_a_statement_it_cannot_place() -> None:
     )
     assert table_ddl(_fake(ok + "\nCREATE INDEX i ON a.b (x);")) is None
     assert table_ddl(_fake("COMMENT ON TABLE a.b IS 'x';\nCREATE TABLE a.b (x int);")) is None
-
-
-_CATALOG = {
-    "constraints": "SELECT conrelid::regclass::text, conname, contype,"
-    " pg_get_constraintdef(oid), convalidated FROM pg_constraint"
-    " WHERE connamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
-    "indexes": "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)"
-    " FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
-    " WHERE c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1",
-    "columns": "SELECT a.attrelid::regclass::text, a.attnum, a.attname,"
-    " format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity,"
-    " pg_get_expr(d.adbin, d.adrelid) FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
-    " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
-    " WHERE c.relkind = 'r' AND c.relnamespace::regnamespace::text = ANY(%s)"
-    " AND a.attnum > 0 AND NOT a.attisdropped ORDER BY 1, 2",
-    "comments": "SELECT d.objoid::regclass::text, d.objsubid, d.description"
-    " FROM pg_description d JOIN pg_class c ON c.oid = d.objoid"
-    " WHERE d.classoid = 'pg_class'::regclass"
-    " AND c.relnamespace::regnamespace::text = ANY(%s) ORDER BY 1, 2",
-}
-
-
-def _read(dsn: str, query: str, schemas: list[str]) -> list[tuple[Any, ...]]:
-    with psycopg.connect(dsn) as conn:
-        return conn.execute(query, (schemas,)).fetchall()  # type: ignore[arg-type]
-
-
-def test_a_seed_with_two_loaders_has_the_catalog_of_the_printed_ddl(server: Server) -> None:
-    """With two loaders each table is made in its load transaction, its keys dropped and
-    re-added (read from the DDL text), and its foreign keys go in during the load on a lane of
-    their own: the keys (all validated), NOT NULLs, indexes, defaults and comments left are the
-    ones ``heron ddl`` builds."""
-    schemas = [m.name for m in load_bundle().modules]
-    names = ["heron_test_load_printed_ddl", "heron_test_load_two_loaders"]
-    drops = [
-        sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(n)) for n in names
-    ]
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        for name, drop in zip(names, drops, strict=True):
-            conn.execute(drop)
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        with psycopg.connect(server.dsn(names[0]), autocommit=True) as conn:
-            conn.execute(ddl_script("standard"))
-        said: list[str] = []
-        result = seed_database(server.dsn(names[1]), "tiny", 42, jobs=2, progress=said.append)
-        assert result.phases["constraints_and_analyze"] < result.phases["load"]
-        assert any("each table made as it is loaded" in line for line in said)
-        for what, query in _CATALOG.items():
-            printed, seeded = (_read(server.dsn(name), query, schemas) for name in names)
-            assert printed, what
-            assert seeded == printed, what
-        with psycopg.connect(server.dsn(names[1])) as conn:
-            keys = conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE convalidated) FROM pg_constraint"
-                " WHERE contype = 'f'"
-            ).fetchone()
-        assert keys is not None and keys[0] > 600 and keys[0] == keys[1]
-    finally:
-        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-            for drop in drops:
-                conn.execute(drop)
 
 
 def test_referenced_names_the_table_a_foreign_key_points_at() -> None:

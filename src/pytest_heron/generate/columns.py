@@ -317,6 +317,9 @@ class _Eval:
         self.rows = rows
         self.memo: dict[str, Col] = {}
         self.busy: list[str] = []
+        # per foreign-key column: the referenced rows' evaluation (each distinct row once),
+        # where each of this call's rows is in it, and which rows have no reference
+        self.parents: dict[str, tuple[_Eval, I64, Mask]] = {}
 
     def col(self, name: str) -> Col:
         if name in self.memo:
@@ -357,6 +360,17 @@ class _Eval:
         if "." not in dotted:
             return self.col(dotted)
         fk_name, target = dotted.split(".", 1)
+        parent, where, nulls = self._referenced(fk_name, dotted)
+        got = parent.col(target)
+        return Col(got.kind, got.values[where], got.nulls[where] | nulls, got.scale)
+
+    def _referenced(self, fk_name: str, dotted: str) -> tuple[_Eval, I64, Mask]:
+        """The evaluation of the rows ``fk_name`` points at, kept for the other columns read
+        through it. Each distinct row is evaluated once (children share parents: an order's
+        items all read its currency), which gives the same values, as a row's values never
+        depend on the rows computed with it."""
+        if fk_name in self.parents:
+            return self.parents[fk_name]
         fk_spec = self.spec.column(fk_name)
         if fk_spec.kind == "parent":
             assert self.plan.parent is not None
@@ -371,8 +385,10 @@ class _Eval:
             nulls = keys.nulls
         else:
             raise SpecError(f"{self.spec.fq}: {dotted!r} needs {fk_name!r} to be a ref or parent")
-        got = self.gen.values(parent.spec.fq, target, parent_rows)
-        return Col(got.kind, got.values, got.nulls | nulls, got.scale)
+        distinct, where = np.unique(parent_rows, return_inverse=True)
+        found = (_Eval(self.gen, parent.spec, distinct.astype(np.int64)), where, nulls)
+        self.parents[fk_name] = found
+        return found
 
     def _compute(self, c: ColumnSpec) -> Col:
         p = c.params

@@ -71,7 +71,8 @@ def ddl_script(layout: str = "standard", *, distribute: bool = True) -> str:
     For ``citus``: the tables, then the keys Citus would refuse dropped, the distribution calls
     (left out with ``distribute=False``), a marker where ``heron seed`` loads the data, then the
     keys with ``tenant_id``, the indexes and the rewritten foreign keys. The keys are read from
-    the DDL text; ``seed_database`` reads the same keys from the catalog (a test compares them).
+    the DDL text, as ``seed_database`` reads them (for Citus it also checks them against the
+    catalog; tests compare both layouts' catalogs with this script's).
     """
     if layout not in citus.LAYOUTS:
         raise ConfigError(f"unknown layout {layout!r}; known: {', '.join(citus.LAYOUTS)}")

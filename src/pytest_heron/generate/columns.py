@@ -317,8 +317,7 @@ class _Eval:
         self.rows = rows
         self.memo: dict[str, Col] = {}
         self.busy: list[str] = []
-        # per foreign-key column: the referenced rows' evaluation (each distinct row once),
-        # where each of this call's rows is in it, and which rows have no reference
+        # per foreign-key column: the referenced rows' evaluation, where each row is in it, nulls
         self.parents: dict[str, tuple[_Eval, I64, Mask]] = {}
 
     def col(self, name: str) -> Col:
@@ -365,10 +364,8 @@ class _Eval:
         return Col(got.kind, got.values[where], got.nulls[where] | nulls, got.scale)
 
     def _referenced(self, fk_name: str, dotted: str) -> tuple[_Eval, I64, Mask]:
-        """The evaluation of the rows ``fk_name`` points at, kept for the other columns read
-        through it. Each distinct row is evaluated once (children share parents: an order's
-        items all read its currency), which gives the same values, as a row's values never
-        depend on the rows computed with it."""
+        """The evaluation of the rows ``fk_name`` points at (each distinct row once: an order's
+        items share it; values never depend on the rows computed with them), kept for reuse."""
         if fk_name in self.parents:
             return self.parents[fk_name]
         fk_spec = self.spec.column(fk_name)

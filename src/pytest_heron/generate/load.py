@@ -1,5 +1,6 @@
-"""Seed one PostgreSQL database: DDL, COPY of every table, then keys, indexes and ANALYZE, then
-foreign keys."""
+"""Seed one PostgreSQL database: the schemas; then per table, in one loader, its CREATE TABLE
+and COPY in one transaction, its keys, indexes and ANALYZE; foreign keys as soon as both their
+tables are done (:class:`.lanes.EarlyForeignKeys`), the rest after the load."""
 
 from __future__ import annotations
 

@@ -126,19 +126,25 @@ def drop_keys(conn: psycopg.Connection[Any], schemas: list[str]) -> list[tuple[s
     return sorted(dropped)
 
 
-def key_statements(bundle: Bundle, layout: str) -> dict[str, list[str]]:
-    """Per table, the statements that add its primary key and unique constraints, read from
-    the DDL text (so the load can be planned before the tables exist); for the ``citus``
-    layout, rewritten with ``tenant_id``. :func:`seed_database` checks them against the keys
-    it drops from the catalog."""
+def key_statements(
+    bundle: Bundle, layout: str
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Per table, the statements that drop its primary key and unique constraints and those
+    that add them back, read from the DDL text (so the load can be planned before the tables
+    exist); for the ``citus`` layout the additions are rewritten with ``tenant_id``.
+    :func:`seed_database` checks them against the keys it drops from the catalog when it makes
+    the tables up front."""
     distributed = citus.placement(bundle).distributed if layout == "citus" else ()
-    out: dict[str, list[str]] = {}
-    for _, add in citus.key_statements(citus.declared_keys(bundle.ddl)):
+    drops: dict[str, list[str]] = {}
+    adds: dict[str, list[str]] = {}
+    for drop, add in citus.key_statements(citus.declared_keys(bundle.ddl)):
         stmt = add.rstrip(";")
         if distributed:
             stmt = citus.rewrite_key(stmt, distributed)
-        out.setdefault(target(stmt)[0], []).append(stmt)
-    return out
+        table = target(stmt)[0]
+        drops.setdefault(table, []).append(drop.rstrip(";"))
+        adds.setdefault(table, []).append(stmt)
+    return drops, adds
 
 
 _DDL_TABLE = re.compile(r"^(?:CREATE TABLE|COMMENT ON (?:TABLE|COLUMN)) (\w+\.\w+)[\s.(]")

@@ -316,7 +316,7 @@ def seed_database(
         small = max(counts.values(), default=0) // SMALL_PARENT
         parents = {referenced(add) for add, _ in foreign_keys}
         tasks.sort(key=lambda t: 0 if t[0] in parents and counts[t[0]] <= small else 1)
-    keys = key_statements(bundle, layout)
+    drops, keys = key_statements(bundle, layout)
     # Keys, unique constraints and indexes are built in bulk after the load (much faster than
     # maintaining them row by row during COPY), then ANALYZE. With whole-table tasks, each
     # table's own come right after its COPY in the same worker: no lane waits for the last
@@ -338,9 +338,6 @@ def seed_database(
     made = table_ddl(bundle) if freeze else None
     create: dict[str, tuple[str, ...]] = {}
     if made is not None:
-        drops: dict[str, list[str]] = {}
-        for drop, _ in citus.key_statements(citus.declared_keys(bundle.ddl)):
-            drops.setdefault(target(drop)[0], []).append(drop.rstrip(";"))
         create = {fq: (*made[1][fq], *drops.get(fq, ())) for fq, _, _ in tasks}
 
     def build_schema() -> None:
@@ -351,8 +348,7 @@ def seed_database(
                 conn.execute(";\n".join(made[0]))
                 for fq, stmts in made[1].items():
                     if fq not in create:
-                        for stmt in (*stmts, *drops.get(fq, ())):
-                            conn.execute(stmt)
+                        conn.execute(";\n".join((*stmts, *drops.get(fq, ()))))
             say(
                 f"schema: {len(bundle.modules)} schemas, each table made as it is loaded;"
                 f" loading {total:,} rows"

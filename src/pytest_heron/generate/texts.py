@@ -64,6 +64,15 @@ def formatted(
     return np.asarray(["".join(row) for row in zip(*columns, strict=True)], dtype=object)
 
 
+@cache
+def _cased(pool: tuple[str, ...]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """A pool's words capitalized and lower-cased, as object arrays; one pair per pool."""
+    return (
+        np.asarray([w.capitalize() for w in pool], dtype=object),
+        np.asarray([w.lower() for w in pool], dtype=object),
+    )
+
+
 def word_texts(pool: tuple[str, ...], picks: I64, counts: I64) -> npt.NDArray[Any]:
     """Per row, ``" ".join(pool[picks[row, :counts[row]]]).capitalize()``.
 
@@ -78,8 +87,8 @@ def word_texts(pool: tuple[str, ...], picks: I64, counts: I64) -> npt.NDArray[An
         return np.asarray(out, dtype=object)
     cells = np.empty((n, 2 * width + 1), dtype=object)
     if width:
-        cells[:, 0] = np.asarray([w.capitalize() for w in pool], dtype=object)[picks[:, 0]]
-        lower = np.asarray([w.lower() for w in pool], dtype=object)
+        capitalized, lower = _cased(pool)
+        cells[:, 0] = capitalized[picks[:, 0]]
         for j in range(1, width):
             cells[:, 2 * j] = lower[picks[:, j]]
         cells[:, 1 : 2 * width : 2] = " "

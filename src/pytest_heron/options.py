@@ -20,6 +20,7 @@ from pytest_heron.core.types import DEFAULT_STATEMENT_TIMEOUT_S, DEFAULT_TIMEOUT
 SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 AGENT_MODES = ("tools", "grammar")
+ADAPTER_NETWORKS = ("auto", "shared", "none")  # as systems.bubblewrap.NETWORKS
 LAYOUTS = ("standard", "citus")  # as pytest_heron.generate.citus.LAYOUTS (not imported here)
 
 
@@ -168,6 +169,14 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
     ),
     Option(
+        "heron-adapter-network",
+        "auto",
+        "the sandboxed adapter's network: shared (it may call an LLM), none (a network "
+        "namespace of its own, only loopback; the database is reached by its socket), or auto: "
+        "none for --heron-offline runs on a socket, else shared (default: auto)",
+        "MODE",
+    ),
+    Option(
         "heron-resume",
         "false",
         "continue an interrupted run from the journal next to "
@@ -256,6 +265,7 @@ class Settings:
     prices: Path | None = None
     resume: bool = False
     in_process: bool = False
+    adapter_network: str = "auto"
     protocol: Path | None = None
     predictions: Path | None = None
     save: str | None = None  # None: off; "": a name from the adapter and the commit
@@ -418,6 +428,9 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
         in_process=_flag("heron-in-process", raw["heron-in-process"]),
+        adapter_network=_choice(
+            "heron-adapter-network", raw["heron-adapter-network"], ADAPTER_NETWORKS
+        ),
         protocol=_absolute(raw["heron-protocol"]),
         predictions=_absolute(predictions),
         save=save,

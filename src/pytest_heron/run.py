@@ -140,9 +140,12 @@ class HeronRun:
                 hook,
                 in_process=settings.in_process,
                 timeout_s=settings.timeout,
-                # what a jailed adapter may not read, and the LLM cache folder it shares
+                # what an isolated adapter may not read, and the LLM cache folder it shares
                 covered=[cache_dir(), *([settings.questions] if settings.questions else [])],
                 shared=default_cache_path(settings.cache).parent,
+                private=_outputs(settings, self.rootdir),
+                network=settings.adapter_network,
+                offline=settings.offline,
             )
         self.asks_a_model = asks_a_model(name, self.system.needs)
         if name not in NEEDS:  # the built-ins were checked above, before the process
@@ -216,6 +219,8 @@ class HeronRun:
         pending, self._pending = self._pending, None
         kind, self.server = pending.result()
         progress(f"backend: {kind}")
+        if self.system.note and self.system.isolation == "none":
+            progress(self.system.note)  # e.g. "adapter isolation: none (bubblewrap is not ...)"
         built: list[State] = []
         for seed in s.seeds:  # the adapter gets a role on the first state only
             built.append(
@@ -341,6 +346,7 @@ class HeronRun:
             protocol=None if self.protocol is None else self.protocol.name,
             protocol_digest=None if self.protocol is None else self.protocol.digest,
             adapter_isolation=self.system.isolation,
+            adapter_sandbox=self.system.sandbox,
             variants=None
             if s.variants is None
             else {"seed": s.variants[0], "count": s.variants[1]},
@@ -518,6 +524,18 @@ class HeronRun:
                 self.compare_failures = [self.compare_error] if s.compare_fail else []
                 return
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
+
+
+def _outputs(settings: Settings, rootdir: Path) -> list[Path]:
+    """What the run writes or has written, kept from the adapter's sandbox even where it lies
+    inside a folder the adapter is shown: the results file and its journal, the report folder,
+    the saved runs."""
+    found = [runs_folder(rootdir)]
+    if settings.output is not None:
+        found += [settings.output, journal_path(settings.output)]
+    if settings.report is not None:
+        found.append(settings.report)
+    return found
 
 
 def _get_server(backend: str, dsn: str | None) -> tuple[str, Server]:

@@ -58,9 +58,12 @@ class Conditions:
     machine: str | None = None
     protocol: str | None = None  # the board protocol the run claims (--heron-protocol): name
     protocol_digest: str | None = None  # ... and 16 hex of SHA-256 over its file
-    # how the adapter was kept from the harness's files: "user" (its own OS user and mount
-    # namespace), "none" (the harness's user), "not-needed" (gold, file); None: not recorded
+    # how the adapter was kept from the harness's files: "namespace" (a bubblewrap sandbox:
+    # user, PID and mount namespaces, an allow-list), "user" (the fallback jail: its own OS user
+    # and mount namespace), "none" (the harness's user), "not-needed" (gold, file); None: not
+    # recorded. adapter_sandbox names the mechanism ("bubblewrap 0.8.0, network shared").
     adapter_isolation: str | None = None
+    adapter_sandbox: str | None = None
     # --heron-variants: {"seed": S, "count": N} when the run asked variants, not the public set
     variants: dict[str, int] | None = field(default=None, metadata=_IDENTITY)
     # the size of the question set when the run answered fewer (-k, -m, --lf): such a run's
@@ -142,6 +145,7 @@ class Conditions:
             protocol=r.opt_text("protocol"),
             protocol_digest=r.opt_text("protocol_digest"),
             adapter_isolation=r.opt_text("adapter_isolation"),
+            adapter_sandbox=r.opt_text("adapter_sandbox"),
             variants=_variants(r.data.get("variants"), where),
             subset_of=r.opt_integer("subset_of"),
         )

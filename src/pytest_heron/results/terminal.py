@@ -42,8 +42,16 @@ def conditions_line(c: Conditions) -> str:
         f" samples={c.samples}{extra} n={c.n_questions}"
         + (f" ({c.subset_note})" if c.subset_note else "")
         + f" backend={c.backend}{_layout(c)} postgres={c.postgres_version}"
-        f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
+        f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})" + _isolation(c)
     )
+
+
+def _isolation(c: Conditions) -> str:
+    """How the adapter was isolated, and by what, when the run recorded it."""
+    if c.adapter_isolation is None:
+        return ""
+    how = f" ({c.adapter_sandbox})" if c.adapter_sandbox else ""
+    return f" isolation={c.adapter_isolation}{how}"
 
 
 def _layout(c: Conditions) -> str:

@@ -48,6 +48,7 @@ class _FixedSql:
 
     version: str | None = None
     isolation = "not-needed"  # no system code runs: the SQL is given
+    sandbox: str | None = None
     takes_sample = False
     note: str | None = None
     needs: Mapping[str, Any] = NO_NEEDS

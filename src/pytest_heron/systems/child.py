@@ -40,6 +40,7 @@ from pytest_heron.core.errors import (
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Prediction, Question
 
 PR_SET_PDEATHSIG = 1  # prctl(2): the signal this process gets when its parent dies
+PR_SET_DUMPABLE = 4  # prctl(2): 0 closes /proc/PID/mem, environ and ptrace to others of its uid
 
 
 # -- plain JSON both ways ---------------------------------------------------------------------
@@ -235,10 +236,14 @@ class Child:
 
 
 def _die_with(parent: int) -> None:
-    """Be killed when the pytest process dies, even while the adapter holds the GIL (Linux)."""
+    """Be killed when the pytest process dies, even while the adapter holds the GIL (Linux),
+    and be no longer dumpable: another process of the same user (another run's adapter in the
+    fallback jail) cannot trace this one or read its memory or environment. In the bubblewrap
+    sandbox the parent is the sandbox's PID 1 (``1``)."""
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
 

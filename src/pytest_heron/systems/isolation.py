@@ -58,6 +58,11 @@ class System(Protocol):
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
     isolation: str  # how the adapter was kept from the harness's files (jail.LEVELS)
+
+    @property
+    def sandbox(self) -> str | None:  # the isolation's mechanism ("bubblewrap 0.8.0, ...")
+        ...
+
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
     needs: Mapping[str, Any]  # what the adapter declares it needs (see child.declared_needs)
     note: str | None  # said in the summary when the adapter is not isolated
@@ -79,13 +84,18 @@ def open_system(
     timeout_s: float,
     covered: Sequence[Path] = (),
     shared: Path | None = None,
+    private: Sequence[Path] = (),
+    network: str = "auto",
+    offline: bool = False,
 ) -> System:
     """The answerer of ``--heron-adapter name``. Lookup order as in
     :func:`~pytest_heron.systems.registry.make_adapter` (entry points, the hook, ``module:attr``),
     but no adapter module is imported here unless the adapter is to run in this process: a
     :class:`ChildSystem` resolves the name in its own process, at once, so an unknown name still
-    fails before the first question. ``covered`` and ``shared`` are what a jailed adapter may
-    not read and the LLM cache folder it shares (see :mod:`pytest_heron.systems.jail`)."""
+    fails before the first question. ``covered``, ``private`` and ``shared`` are what an
+    isolated adapter may not read (the harness's data; the run's outputs) and the LLM cache
+    folder it shares; ``network`` is ``--heron-adapter-network`` (see
+    :mod:`pytest_heron.systems.bubblewrap` and :mod:`pytest_heron.systems.jail`)."""
     if name == "gold":
         return GoldSystem()
     if name == "cli":
@@ -119,7 +129,11 @@ def open_system(
         )
     from pytest_heron.systems.process import ChildSystem
 
-    return ChildSystem(name, timeout_s, jail=jails.open_jail(covered, shared))
+    jail = jails.open_jail(name, covered, shared, private=private, network=network, offline=offline)
+    system = ChildSystem(name, timeout_s, jail=jail)
+    if jail is None:
+        system.note = jails.missing_note()
+    return system
 
 
 # -- gold ------------------------------------------------------------------------------------------
@@ -132,6 +146,7 @@ class GoldSystem:
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
+    sandbox: str | None = None
     needs: Mapping[str, Any] = NO_NEEDS
 
     def conditions(self, ctx: BenchmarkContext) -> dict[str, Any]:
@@ -158,6 +173,7 @@ class FileSystem:
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
+    sandbox: str | None = None
     needs: Mapping[str, Any] = NO_NEEDS
 
     def __init__(self, predictions: PredictionFile) -> None:
@@ -230,6 +246,7 @@ class InProcessSystem:
         self.make = make
         self.note = note
         self.isolation = jails.NONE
+        self.sandbox: str | None = None
         self.grace_s = grace_s
         self.probe = make() if probe is None else probe
         version = getattr(self.probe, "version", None)

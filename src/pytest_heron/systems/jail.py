@@ -1,9 +1,16 @@
-"""The adapter's process under an OS identity of its own: ``python -I -m pytest_heron.systems.jail
-SPEC PARENT_PID``.
+"""The hand-built fallback jail, and the choice of how an adapter's process is isolated
+(:func:`open_jail`): ``python -I -m pytest_heron.systems.jail SPEC PARENT_PID``.
 
-When the harness runs as root (containers, CI), :class:`Jail` starts the adapter's process
-(:mod:`pytest_heron.systems.child`) through this module, which, still as root and before any
-adapter code is imported:
+The adapter's sandbox is bubblewrap's (:mod:`pytest_heron.systems.bubblewrap`): an allow-list
+of what the adapter sees, in user and PID namespaces of its own. This jail is kept only for a
+root harness on a machine without a working bwrap. It hides a list (the heron cache folder and
+the question files), not everything else: the working directory stays visible to it, and every
+run's adapter is the same system user. The run's conditions say which one ran
+(``adapter_isolation``: ``namespace`` for bubblewrap, ``user`` for this jail).
+
+When the harness runs as root (containers, CI) and bwrap is missing, :class:`Jail` starts the
+adapter's process (:mod:`pytest_heron.systems.child`) through this module, which, still as root
+and before any adapter code is imported:
 
 1. enters a mount namespace of its own (nothing it mounts is seen outside, and it all goes when
    the process ends);
@@ -41,17 +48,22 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_heron.core.errors import ConfigError
 from pytest_heron.core.types import BenchmarkContext
 
+if TYPE_CHECKING:
+    from pytest_heron.systems.bubblewrap import Sandbox
+
 ADAPTER_USER = "heron-adapter"
-ENV = "HERON_ADAPTER_ISOLATION"  # "auto" (the default) or "none"
-USER = "user"  # conditions: the adapter ran as its own OS user in its own mount namespace
+ENV = "HERON_ADAPTER_ISOLATION"  # "auto" (the default), "bubblewrap", "jail" or "none"
+CHOICES = ("auto", "bubblewrap", "jail", "none")
+NAMESPACE = "namespace"  # conditions: a bubblewrap sandbox (systems/bubblewrap.py)
+USER = "user"  # ... the hand-built jail: its own OS user in its own mount namespace
 NONE = "none"  # ... as the harness's OS user (it could read the harness's files)
 NOT_NEEDED = "not-needed"  # gold and file: no system code runs at all
-LEVELS = (USER, NONE, NOT_NEEDED)
+LEVELS = (NAMESPACE, USER, NONE, NOT_NEEDED)
 SECRET_SUFFIX = ".secret"  # the embedded server's admin password file (database/server.py)
 
 CLONE_NEWNS = 0x00020000
@@ -65,12 +77,19 @@ MS_PRIVATE = 0x40000
 EXIT_REFUSED = 97  # the trampoline's exit status when a covered path stayed readable
 
 
-def wanted() -> bool:
-    """Whether ``HERON_ADAPTER_ISOLATION`` asks for isolation (``auto``, the default)."""
+def choice() -> str:
+    """What ``HERON_ADAPTER_ISOLATION`` asks for: ``auto`` (the default: bubblewrap where it
+    works, else this hand-built jail where the harness is root, else none), ``bubblewrap`` or
+    ``jail`` (that one or a usage error), ``none``."""
     value = os.environ.get(ENV, "auto").strip().lower() or "auto"
-    if value not in ("auto", NONE):
-        raise ConfigError(f"{ENV}={value!r}: expected 'auto' or 'none'")
-    return value == "auto"
+    if value not in CHOICES:
+        raise ConfigError(f"{ENV}={value!r}: expected one of {', '.join(CHOICES)}")
+    return value
+
+
+def wanted() -> bool:
+    """Whether ``HERON_ADAPTER_ISOLATION`` asks for isolation at all."""
+    return choice() != NONE
 
 
 CAP_SYS_ADMIN = 21  # the capability mount(2) and unshare(CLONE_NEWNS) need
@@ -154,7 +173,8 @@ def socket_of(dsn: str) -> tuple[str, str] | None:
 
 
 class Jail:
-    """One adapter's private folder and the command that starts its process jailed.
+    """One adapter's private folder and the command that starts its process jailed (the
+    fallback where bubblewrap is missing: see :mod:`pytest_heron.systems.bubblewrap`).
 
     ``covered`` are the paths the adapter must not read (the heron cache folder, the question
     files); ``shared`` is the LLM response cache folder, which it reads and writes (it is given
@@ -176,6 +196,8 @@ class Jail:
                     "LLM response cache"
                 )
         self.base = private_root()
+        self.level = USER
+        self.mechanism = f"heron jail (mount namespace, user {ADAPTER_USER})"
         self.socket: tuple[str, str] | None = None  # the socket the process was started with
         if self.shared is not None:
             self._share(self.shared)
@@ -231,6 +253,18 @@ class Jail:
         spec = json.dumps(self.spec())
         return [sys.executable, "-I", "-m", "pytest_heron.systems.jail", spec, str(parent)]
 
+    def executable(self) -> str:
+        return sys.executable
+
+    def environment(self) -> dict[str, str] | None:
+        return None  # the trampoline makes it (child_environment below)
+
+    def pass_fds(self) -> tuple[int, ...]:
+        return ()
+
+    def started(self) -> None:
+        """Nothing to close: the trampoline opens what it binds itself."""
+
     def close(self) -> None:
         """Nothing to remove: the private folder lived in the process's own namespace."""
 
@@ -277,12 +311,57 @@ def reveal_plan(needed: Sequence[str]) -> dict[str, list[str]]:
     return plan
 
 
-def open_jail(covered: Sequence[Path], shared: Path | None) -> Jail | None:
-    """A :class:`Jail` when isolation is wanted and possible, else None (see the module
-    docstring)."""
-    if not wanted() or not possible():
+def open_jail(
+    adapter: str,
+    covered: Sequence[Path],
+    shared: Path | None,
+    *,
+    private: Sequence[Path] = (),
+    network: str = "shared",
+    offline: bool = False,
+) -> Sandbox | Jail | None:
+    """How the adapter's process is isolated, by ``HERON_ADAPTER_ISOLATION``: a bubblewrap
+    :class:`~pytest_heron.systems.bubblewrap.Sandbox` where bwrap works, else (as root) a
+    :class:`Jail`, else None; ``bubblewrap`` or ``jail`` asked for and not possible is a usage
+    error naming what is missing. ``covered`` are the paths the adapter must not read (the jail
+    covers them; the sandbox shows nothing it was not given, and keeps them and ``private``,
+    the run's outputs, out even where they lie inside a folder it is shown)."""
+    from pytest_heron.systems import bubblewrap
+
+    asked = choice()
+    if asked == NONE:
         return None
-    return Jail(covered, shared)
+    if asked in ("auto", "bubblewrap"):
+        found = bubblewrap.probe()
+        if found.usable:
+            return bubblewrap.Sandbox(
+                found,
+                adapter,
+                protected=[*covered, *private],
+                shared=shared,
+                network=network,
+                offline=offline,
+            )
+        if asked == "bubblewrap":
+            raise ConfigError(f"{ENV}=bubblewrap: {found.problem}")
+    if possible():
+        return Jail(covered, shared)
+    if asked == "jail":
+        raise ConfigError(f"{ENV}=jail: the hand-built jail needs root with CAP_SYS_ADMIN")
+    return None
+
+
+def missing_note() -> str | None:
+    """One line saying why an adapter runs unisolated, when isolation was asked for (the
+    default) and is not possible here; None when it is possible or was turned off."""
+    from pytest_heron.systems import bubblewrap
+
+    if choice() == NONE:
+        return None
+    found = bubblewrap.probe()
+    if found.usable or possible():
+        return None
+    return f"adapter isolation: none ({found.problem})"
 
 
 # -- the trampoline (runs as root, in the new process, before the adapter's process) --------------

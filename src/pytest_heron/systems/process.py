@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_heron.core.errors import AdapterError, AdapterLookupError, ErrorKind, InvalidPrediction
 from pytest_heron.core.types import BenchmarkContext, Prediction
@@ -31,6 +31,9 @@ from pytest_heron.systems.isolation import (
     AdapterTimeout,
 )
 from pytest_heron.systems.registry import wrong_type
+
+if TYPE_CHECKING:
+    from pytest_heron.systems.bubblewrap import Sandbox
 
 
 class _Overdue(Exception):
@@ -77,12 +80,14 @@ class ChildSystem:
     :mod:`pytest_heron.systems.child` for the wire). The process is started and the adapter
     loaded at once (the name is checked before the first question); ``ready`` prepares it."""
 
-    def __init__(self, name: str, timeout_s: float, jail: jails.Jail | None = None) -> None:
+    def __init__(
+        self, name: str, timeout_s: float, jail: jails.Jail | Sandbox | None = None
+    ) -> None:
         self.name = name
         self.timeout_s = timeout_s
         self.note: str | None = None
         self._jail = jail
-        self.isolation = jails.NONE if jail is None else jails.USER
+        self.isolation = jails.NONE if jail is None else jail.level
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = bytearray()
         self._prepared = False
@@ -114,12 +119,32 @@ class ChildSystem:
 
     def _start(self) -> None:
         self._log.clear()
+        executable, env = sys.executable, None
+        fds: tuple[int, ...] = ()
         if self._jail is None:
             command = [sys.executable, "-m", "pytest_heron.systems.child", str(os.getpid())]
-        else:  # as the adapter's own user, in its own mount namespace (see jail.py)
+        else:  # in the sandbox (bubblewrap.py), or the fallback jail (jail.py)
             command = self._jail.command(os.getpid())
+            executable, env = self._jail.executable(), self._jail.environment()
+            fds = self._jail.pass_fds()
+        try:
+            self._popen(command, executable, env, fds)
+        finally:
+            if self._jail is not None:
+                self._jail.started()
+
+    def _popen(
+        self,
+        command: list[str],
+        executable: str,
+        env: dict[str, str] | None,
+        fds: tuple[int, ...],
+    ) -> None:
         self._proc = subprocess.Popen(
             command,
+            executable=executable,
+            env=env,
+            pass_fds=fds,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -297,6 +322,11 @@ class ChildSystem:
         if self._proc is None:
             self._start()
         return self._call(request, timeout_s + LOAD_GRACE_S, "load")
+
+    @property
+    def sandbox(self) -> str | None:
+        """The isolation's mechanism, for the conditions (None: not isolated)."""
+        return None if self._jail is None else self._jail.mechanism
 
     # -- the answerer
 

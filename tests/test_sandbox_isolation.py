@@ -1,0 +1,183 @@
+"""The adapter's bubblewrap sandbox (systems/bubblewrap.py): no run reaches another, nothing an
+adapter starts outlives it, with the harness root and not root.
+
+tests/sandbox_probe.py opens two adapters' processes at once; each is told the other's host
+pids and tries to signal, trace and read them; one starts a double-forked ``setsid`` daemon.
+Run as the suite's user (root in CI) and as a user that is not root. The same probe without
+isolation is the control: there the attempts succeed and the daemon survives, so the checks
+can fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_heron.systems import bubblewrap, jail
+
+PROBE = Path(__file__).with_name("sandbox_probe.py")
+ROOT = Path(__file__).parents[1]
+NOBODY = 65534
+GUARD_S = 300  # a probe that hangs is given up (a guard, not a timing assert)
+
+
+def _need_bwrap() -> None:
+    found = bubblewrap.probe()
+    assert found.usable, f"the sandbox tests need a working bubblewrap: {found.problem}"
+
+
+def _passable(path: Path) -> bool:
+    return all(os.stat(p).st_mode & 0o001 for p in [*reversed(path.parents), path])
+
+
+def _unprivileged_command() -> tuple[list[str], dict[str, str], str]:
+    """How to start the probe as a user that is not root, and which way was taken: the suite's
+    own user when it is not root; else ``setpriv`` to ``nobody`` with the system's Python of
+    this minor version (when the checkout is readable to others); else a user namespace of its
+    own (``unshare --user``: no capability over the host, as an unprivileged user has none)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERON_")}
+    if os.geteuid() != 0:
+        return [sys.executable, str(PROBE)], env, "the suite's user"
+    system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
+    site = Path(sysconfig.get_paths()["purelib"])
+    setpriv = shutil.which("setpriv")
+    if setpriv and system.exists() and _passable(site) and _passable(ROOT / "src"):
+        env.update(
+            HOME="/tmp",
+            PYTHONPATH=os.pathsep.join([str(site), str(ROOT / "src"), str(ROOT)]),
+        )
+        command = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        return [*command, str(system), str(PROBE)], env, "nobody (setpriv)"
+    unshare = shutil.which("unshare")
+    assert unshare, "needs setpriv or unshare (util-linux)"
+    command = [unshare, "--user", f"--map-user={NOBODY}", f"--map-group={NOBODY}"]
+    return [*command, sys.executable, str(PROBE)], env, "a user namespace (unshare)"
+
+
+def _probe(command: list[str], env: dict[str, str], out: Path, isolation: str) -> Any:
+    done = subprocess.run(
+        [*command, str(out), isolation],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_S,
+        cwd=out.parent,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(out.read_text())
+
+
+def _sealed_off(report: dict[str, Any]) -> None:
+    """What every sandboxed probe must show."""
+    assert report["isolation"] == [jail.NAMESPACE, jail.NAMESPACE]
+    assert all(s.startswith("bubblewrap ") for s in report["sandbox"]), report["sandbox"]
+    a, b = report["pids"]
+    assert a and b and not set(a) & set(b)
+    for seen, targets in ((report["a_on_b"], b), (report["b_on_a"], a)):
+        # its own PID namespace: bwrap's reaper and the adapter's process, nothing else
+        assert seen["own"] == [1, 2], seen["own"]
+        for pid in targets:
+            tried = seen[str(pid)]
+            assert set(tried) == {"signal", "ptrace", "mem", "environ"}
+            assert "ok" not in tried.values(), (pid, tried)
+    assert report["daemon_started"], report  # the daemon ran (the mark was seen) ...
+    assert report["daemon_left"] == []  # ... and ended with its sandbox
+
+
+def test_no_run_reaches_another_and_no_daemon_outlives_it(tmp_path: Path) -> None:
+    _need_bwrap()
+    report = _probe([sys.executable, str(PROBE)], dict(os.environ), tmp_path / "s.json", "auto")
+    assert report["uid"] == os.geteuid()
+    _sealed_off(report)
+
+
+def test_a_harness_that_is_not_root_isolates_its_adapters_too() -> None:
+    _need_bwrap()
+    folder = Path(tempfile.mkdtemp(prefix="heron-unprivileged-"))  # pytest's is root's alone
+    try:
+        folder.chmod(0o777)  # the unprivileged probe writes its report here
+        command, env, how = _unprivileged_command()
+        report = _probe(command, env, folder / "unprivileged.json", "auto")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    assert report["uid"] != 0, how
+    _sealed_off(report)
+
+
+def test_without_isolation_the_same_probe_reaches_and_the_daemon_survives(
+    tmp_path: Path,
+) -> None:
+    """The control: the checks above can fail."""
+    report = _probe([sys.executable, str(PROBE)], dict(os.environ), tmp_path / "n.json", "none")
+    assert report["isolation"] == [jail.NONE, jail.NONE]
+    a, b = report["pids"]
+    assert report["a_on_b"][str(b[0])]["signal"] == "ok"
+    assert report["b_on_a"][str(a[0])]["signal"] == "ok"
+    assert len(report["a_on_b"]["own"]) > 2  # the host's processes
+    assert report["daemon_started"] and report["daemon_left"] == report["daemon_started"]
+
+
+def test_the_sandbox_plan_is_pure_logic(tmp_path: Path) -> None:
+    cwd = tmp_path / "vendor"
+    private = cwd / "private"
+    site = tmp_path / "venv" / "site-packages"
+    candidates = [str(cwd), str(tmp_path), str(site), str(site / "pkg"), str(private / "x")]
+    # not the working directory or above it, nothing inside a protected path, no relative
+    # path, and a path inside a kept one is carried by that one
+    shown = bubblewrap.whole_paths([*candidates, "rel", "/"], cwd=cwd, protected=[private])
+    assert shown == [str(site)]
+    # a folder that holds a protected path is not shown whole either
+    hidden = site / "pkg" / "questions"
+    shown = bubblewrap.whole_paths(candidates, cwd=cwd, protected=[hidden])
+    assert shown == [str(private / "x")]
+    args = bubblewrap.namespace_args("0.8.0", network="none")
+    for flag in ("--unshare-user", "--unshare-pid", "--die-with-parent", "--new-session"):
+        assert flag in args
+    assert "--disable-userns" in args and "--unshare-net" in args
+    older = bubblewrap.namespace_args("0.6.1", network="shared")
+    assert "--disable-userns" not in older and "--unshare-net" not in older
+    env = bubblewrap.child_environment(
+        {"PGPASSWORD": "p", "HERON_DSN": "d", "HERON_CACHE_DIR": "/c", "PATH": "/bin", "K": "v"}
+    )
+    assert env["PATH"] == "/bin" and env["K"] == "v" and env["HOME"] == bubblewrap.HOME
+    assert not {"PGPASSWORD", "HERON_DSN", "HERON_CACHE_DIR"} & set(env)
+
+
+PARTS = st.lists(st.sampled_from(["a", "b", "c"]), min_size=0, max_size=4)
+
+
+@given(
+    candidates=st.lists(PARTS, max_size=8),
+    cwd=PARTS,
+    protected=st.lists(PARTS, max_size=3),
+)
+def test_no_path_shown_whole_reaches_the_working_directory_or_a_protected_path(
+    candidates: list[list[str]], cwd: list[str], protected: list[list[str]]
+) -> None:
+    def path(parts: list[str]) -> Path:
+        return Path("/", *parts)
+
+    here, kept = path(cwd), [path(p) for p in protected]
+    shown = [
+        Path(p)
+        for p in bubblewrap.whole_paths(
+            [str(path(c)) for c in candidates], cwd=here, protected=kept
+        )
+    ]
+    for folder in shown:
+        assert not (here == folder or folder in here.parents)  # not cwd, nor above it
+        for p in kept:
+            assert not (p == folder or folder in p.parents or p in folder.parents)
+    # each shown folder is one of the candidates, and none lies inside another
+    assert all(str(f) in {str(path(c)) for c in candidates} for f in shown)
+    assert not any(a != b and a in b.parents for a in shown for b in shown)

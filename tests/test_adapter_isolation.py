@@ -1,12 +1,12 @@
-"""The adapter's process cannot read the harness's files (issue 29, finding 8).
+"""The adapter's process cannot read the harness's files.
 
 The hostile adapter of tests/hostile_scenario.py looks, in its ``conditions``, for the embedded
 server's admin secret (beside the socket folder its DSN names, and in ``$HERON_CACHE_DIR``) and
 for the question folder (named in the command line of every process above it, read from
-``/proc``), and reports what it found. Run through the real harness as root (jailed, ``-n 0`` and
-``-n 2``), it must find nothing, still reach the database through its DSN and still score its
-honest answer. Where isolation is off, the conditions say so and the board protocol refuses the
-run.
+``/proc``); in the bubblewrap sandbox it also walks every folder it can see. Run through the real
+harness (sandboxed with ``-n 0`` and ``-n 2``; in the fallback jail as root), it must find
+nothing, still reach the database through its DSN and still score its honest answer. Where
+isolation is off, the conditions say so and the board protocol refuses the run.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+import hostile_scenario
 from hostile_scenario import SECRET_QUESTION
 from pytest_heron.board.protocol import parse_protocol
 from pytest_heron.core.paths import cache_dir
-from pytest_heron.systems import jail
+from pytest_heron.systems import bubblewrap, jail
 
 pytest_plugins = ["pytester"]
 
@@ -37,40 +38,75 @@ def _jailed(hostile_runs: tuple[Any, dict[str, Any]], key: str) -> tuple[dict[st
     return json.loads(out.read_text()), out.read_text() + text
 
 
-@pytest.mark.skipif(not jail.possible(), reason="the jail needs root on Linux (CI runs as root)")
-@pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
-def test_a_jailed_adapter_reads_neither_the_secret_nor_the_questions(
-    hostile_runs: tuple[Any, dict[str, Any]], workers: str
+ISOLATED = [k for k in hostile_scenario.keys() if not k.startswith("plain")]
+ALLOWED = ("/etc/", f"{bubblewrap.HOME}/", "/tmp/", f"{bubblewrap.INSIDE}/")
+
+
+@pytest.mark.parametrize("key", ISOLATED)
+def test_an_isolated_adapter_reads_neither_the_secret_nor_the_questions(
+    hostile_runs: tuple[Any, dict[str, Any]], key: str
 ) -> None:
-    """The hostile adapter's jailed runs (tests/hostile_scenario.py): its ``conditions`` snoop."""
-    key = f"jailed-n{workers}"
+    """The hostile adapter's isolated runs (tests/hostile_scenario.py): its ``conditions``
+    snoop, in the sandbox (``-n 0`` and ``-n 2``) and in the fallback jail."""
     doc, whole = _jailed(hostile_runs, key)
     _, runs = hostile_runs
     (open_folder,) = runs[f"{key}-where"].outlines
     conditions = doc["conditions"]
-    assert conditions["adapter_isolation"] == jail.USER
     found: dict[str, Any] = conditions["adapter_conditions"]
-    # it ran as another user, with a home of its own, and its DSN is its way in
-    assert found["uid"] != 0 and found["uid"] == jail.ensure_user().pw_uid
-    assert found["home"] == str(jail.private_root() / "home")
+    sandboxed = hostile_scenario.sandboxed(key)
+    if sandboxed:  # a user namespace of its own, a home that says nothing
+        assert conditions["adapter_isolation"] == jail.NAMESPACE
+        assert conditions["adapter_sandbox"].startswith("bubblewrap "), conditions
+        assert found["uid"] == bubblewrap.UID and found["home"] == bubblewrap.HOME
+        assert found["folders"] == ""  # no ancestor's command line names the questions
+        assert "HERON_CACHE_DIR" not in found["environ"]  # its own environment, if any
+    else:  # the fallback jail: another system user, a private mount namespace
+        assert conditions["adapter_isolation"] == jail.USER
+        assert conditions["adapter_sandbox"].startswith("heron jail"), conditions
+        assert found["uid"] != 0 and found["uid"] == jail.ensure_user().pw_uid
+        assert found["home"] == str(jail.private_root() / "home")
+        assert found["folders"] == str(Path(open_folder) / "questions")  # it knew where ...
+        assert any(k.startswith("secret") and "pg16.secret" in k for k in found), found
+        assert found["environ"].startswith("denied")
+        assert runs[f"{key}-where"].errlines == []  # the jail's folder was empty after the run
+    # its DSN is its way in
     assert found["db"].startswith("READ 'heron_adapter_"), found["db"]
     # the LLM response cache folder is the one folder of the harness it writes
     assert found["llm"].startswith("READ "), found["llm"]
     scenario, _ = hostile_runs
     assert (scenario.path / f"llm-{key}" / "llm-cache.sqlite3").is_file()
-    # it knew where to look ...
-    assert found["folders"] == str(Path(open_folder) / "questions")
-    assert any(key.startswith("secret") and "pg16.secret" in key for key in found), found
     # ... and got nothing: every attempt at a file of the harness was denied
     attempts = {k: v for k, v in found.items() if k.split()[0] in ("secret", "list", "read")}
     assert attempts and all(v.startswith("denied") for v in attempts.values()), attempts
-    assert found["environ"].startswith("denied")
     secret = (cache_dir() / "pg16.secret").read_text().strip()
     assert secret not in whole and SECRET_QUESTION not in json.dumps(found)
-    # and it still answers: the honest question is right, through the jail
+    # and it still answers: the honest question is right, through the isolation
     assert _by_id(doc)["v008"]["correct"] is True, doc["questions"]
-    # outside its namespace the jail's folder was empty right after the run
-    assert runs[f"{key}-where"].errlines == []
+
+
+@pytest.mark.parametrize("key", [k for k in ISOLATED if hostile_scenario.sandboxed(k)])
+def test_the_sandbox_shows_only_what_it_was_given(
+    hostile_runs: tuple[Any, dict[str, Any]], key: str
+) -> None:
+    """Run from a vendor's git repository that holds a private question set in its history, an
+    earlier report and an earlier results file, the sandboxed adapter walked every folder it
+    could see and read every file: nothing of the working directory, the heron cache or the
+    question files is there, and none of the planted marks was found."""
+    doc, _ = _jailed(hostile_runs, key)
+    scenario, runs = hostile_runs
+    (open_folder,) = runs[f"{key}-where"].outlines
+    found = doc["conditions"]["adapter_conditions"]
+    seen = found["seen"].split("\n")
+    module = str(Path(open_folder).resolve() / "hostile_adapter.py")
+    assert module in seen and f"{bubblewrap.INSIDE}/llm/llm-cache.sqlite3" in seen
+    assert any(p.startswith(f"{bubblewrap.INSIDE}/pg/.s.PGSQL.") for p in seen), seen
+    others = [p for p in seen if p != module and not p.startswith(ALLOWED)]
+    assert others == [], others[:20]
+    assert not [p for p in seen if "/.git/" in p or str(scenario.path) in p]
+    assert not [p for p in seen if str(cache_dir()) in p or "questions" in p]
+    assert found["hits"] == ""  # no file it could read holds a mark
+    assert len(runs["marks"].outlines) == 3
+    assert (scenario.path / ".git").is_dir()  # the repository was there to find
 
 
 @pytest.mark.parametrize("workers", ["0", "2"], ids=["n0", "n2"])
@@ -111,8 +147,10 @@ def test_without_the_jail_the_conditions_say_so_and_the_board_refuses(
     refused = protocol.isolation_problem(jail.NONE)
     assert refused is not None and "not isolated" in refused
     assert protocol.isolation_problem(None) is not None  # an older results file: unknown
-    assert protocol.isolation_problem(jail.USER) is None
+    assert protocol.isolation_problem(jail.NAMESPACE) is None
     assert protocol.isolation_problem(jail.NOT_NEEDED) is None
+    # the fallback jail hides a list, not everything else: the board takes the sandbox only
+    assert protocol.isolation_problem(jail.USER) is not None
 
 
 def test_a_wrong_isolation_setting_or_protocol_value_is_a_usage_error(
@@ -125,7 +163,7 @@ def test_a_wrong_isolation_setting_or_protocol_value_is_a_usage_error(
         jail.wanted()
     text = (Path(__file__).parents[1] / "board" / "protocol.yaml").read_text()
     with pytest.raises(ConfigError, match="adapter_isolation"):
-        parse_protocol(text.replace("[user, not-needed]", "[root]"), "p.yaml")
+        parse_protocol(text.replace("[namespace, not-needed]", "[root]"), "p.yaml")
 
 
 def test_the_jail_plan_is_pure_logic(tmp_path: Path) -> None:

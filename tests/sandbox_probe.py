@@ -44,6 +44,7 @@ def ptrace(pid):
     if libc.ptrace(PTRACE_ATTACH, pid, None, None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+    os.waitpid(pid, 0x40000000)  # __WALL: the tracee's stop, before it can be let go
     libc.ptrace(PTRACE_DETACH, pid, None, None)
 
 
@@ -69,6 +70,14 @@ class Prober:
 
     def generate(self, q):
         order = json.loads(q.question)
+        if "connect" in order:
+            import socket
+
+            try:
+                socket.create_connection(("127.0.0.1", order["connect"]), timeout=5).close()
+                return "connected"
+            except OSError as exc:
+                return "refused " + type(exc).__name__
         if "daemon" in order:
             daemon(order["daemon"])
             return "SELECT 1"
@@ -133,6 +142,39 @@ def _gone(mark: str, guard_s: float = 20.0) -> list[int]:
     return left
 
 
+def network(out: str, port: int) -> None:
+    """What an adapter sees of a TCP listener on the host's loopback, with the network shared
+    and cut (``--heron-adapter-network``)."""
+    from pytest_heron.core.types import BenchmarkContext
+    from pytest_heron.dataset import GoldQuestion
+    from pytest_heron.systems.isolation import open_system
+
+    folder = Path(tempfile.mkdtemp(prefix="heron-probe-"))
+    (folder / "prober_adapter.py").write_text(PROBER)
+    sys.path.insert(0, str(folder))
+    os.chdir(folder)
+    ctx = BenchmarkContext(
+        dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="", tables=()
+    )
+    q = GoldQuestion(
+        id="p1",
+        question=json.dumps({"connect": port}),
+        gold_sql="SELECT 1",
+        gold_tables=(),
+        shape="single",
+        retrieval="named",
+    )
+    report = {}
+    for mode in ("shared", "none"):
+        system = open_system("prober_adapter:Prober", timeout_s=60.0, network=mode)
+        try:
+            system.ready(ctx)
+            report[mode] = [system.sandbox, str(system.ask(q, 60.0, None))]
+        finally:
+            system.close()
+    Path(out).write_text(json.dumps(report))
+
+
 def main(out: str, isolation: str) -> None:
     os.environ["HERON_ADAPTER_ISOLATION"] = isolation
     folder = Path(tempfile.mkdtemp(prefix="heron-probe-"))
@@ -184,4 +226,7 @@ def main(out: str, isolation: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[2] == "network":
+        network(sys.argv[1], int(sys.argv[3]))
+    else:
+        main(sys.argv[1], sys.argv[2])

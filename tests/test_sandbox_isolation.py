@@ -127,6 +127,47 @@ def test_without_isolation_the_same_probe_reaches_and_the_daemon_survives(
     assert report["daemon_started"] and report["daemon_left"] == report["daemon_started"]
 
 
+def test_the_network_can_be_cut_and_an_offline_run_on_a_socket_cuts_it(tmp_path: Path) -> None:
+    """``--heron-adapter-network``: shared, the adapter reaches a listener on the host's
+    loopback; none, a network namespace of its own has no way there."""
+    _need_bwrap()
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, str(PROBE), str(tmp_path / "net.json"), "network", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=GUARD_S,
+            env=dict(os.environ, HERON_ADAPTER_ISOLATION="bubblewrap"),
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "net.json").read_text())
+    assert report["shared"] == [
+        "bubblewrap 0.8.0, network shared".replace("0.8.0", str(bubblewrap.probe().version)),
+        "connected",
+    ]
+    assert report["none"][0].endswith("network none")
+    assert report["none"][1].startswith("refused "), report
+    # auto: an offline run that reaches its database by the socket needs no network
+    found = bubblewrap.probe()
+    offline = bubblewrap.Sandbox(found, "x:Y", protected=[], shared=None, offline=True)
+    online = bubblewrap.Sandbox(found, "x:Y", protected=[], shared=None, offline=False)
+    try:
+        assert offline.network == "shared"  # no socket known yet: a TCP DSN needs the network
+        sock = tmp_path / ".s.PGSQL.5432"
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(sock))
+            for box in (offline, online):
+                box.expose(f"host={tmp_path} port=5432 dbname=d")
+        assert offline.network == "none" and online.network == "shared"
+        assert "--unshare-net" in offline.command(1) and "--unshare-net" not in online.command(1)
+    finally:
+        offline.close()
+        online.close()
+
+
 def test_the_sandbox_plan_is_pure_logic(tmp_path: Path) -> None:
     cwd = tmp_path / "vendor"
     private = cwd / "private"

@@ -48,9 +48,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # an xdist worker inherits the controller's environment, and its decision
     if not benchmark_only(config):  # before the plugin's configure (which reads no cache yet)
         os.environ["HERON_CACHE_DIR"] = str(TEST_CACHE)
-        # The tests' adapters live in pytester folders (mode 0700, root's) and write files
-        # there, which the jailed adapter user cannot: the suite runs them unjailed;
-        # tests/test_adapter_isolation.py turns the jail on (see pytest_heron/systems/jail.py).
+        # The tests' adapters live in pytester folders and write files there, which the
+        # sandbox does not show them: the suite runs them unisolated; the hostile runs
+        # (tests/hostile_scenario.py) and tests/test_sandbox_isolation.py turn the sandbox on
+        # (see pytest_heron/systems/bubblewrap.py).
         os.environ.setdefault("HERON_ADAPTER_ISOLATION", "none")
         if sys.dont_write_bytecode:
             # PYTHONDONTWRITEBYTECODE (set on our machines) stops Python writing bytecode when

@@ -234,9 +234,10 @@ def test_thrift_and_speed_count_as_far_as_answers_ran(
     answered = 1 - errors / n
     economy = 100 * min(1.0, 5000 / tokens)
     speed = 100 * min(1.0, 5 / latency)
+    # VES missing: left out, the other weights renormalised (issue 40), never counted as 0
     expected = (
-        0.45 * ex + 0.20 * ex + 0.10 * 100 * answered + answered * (0.15 * economy + 0.10 * speed)
-    )
+        0.45 * ex + 0.10 * 100 * answered + answered * (0.15 * economy + 0.10 * speed)
+    ) / 0.80
     got = metrics.grade(ex, None, tokens, errors, n, latency)
     assert got == pytest.approx(expected, abs=1e-3)
     assert got is not None and got <= 100.0

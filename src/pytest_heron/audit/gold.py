@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from pytest_heron import compare
 from pytest_heron.dataset import GoldQuestion
-from pytest_heron.sandbox import MAX_ROWS, ExecResult, execute, parse_sql
+from pytest_heron.sandbox import MAX_ROWS, ExecResult, GoldResult, execute, execute_gold, parse_sql
 
 TIMEOUT_S = 60.0  # statement timeout of every audit query
 
@@ -26,6 +26,13 @@ def run_gold(dsn: str, sql: str, *, max_rows: int = MAX_ROWS) -> ExecResult:
     return execute(dsn, sql, timeout_s=TIMEOUT_S, guard=False, max_rows=max_rows)
 
 
+def run_gold_ordered(dsn: str, sql: str, *, max_rows: int = MAX_ROWS) -> GoldResult:
+    """:func:`run_gold` as scoring runs gold: with the order its ORDER BY asks of an answer
+    (keys outside the output recovered as tie groups: :func:`pytest_heron.sandbox.execute_gold`).
+    """
+    return execute_gold(dsn, sql, timeout_s=TIMEOUT_S, max_rows=max_rows)
+
+
 def limit_ties(dsn: str, sql: str) -> str | None:
     """If gold has LIMIT, whether the rows just inside and just outside the limit tie on the
     ORDER BY keys (then the result depends on the plan, not the data)."""
@@ -33,7 +40,6 @@ def limit_ties(dsn: str, sql: str) -> str | None:
     limit = tree.args.get("limit")
     if limit is None or tree.args.get("order") is None:
         return None
-    keys = compare.order_keys(sql)
     try:
         n = int(limit.expression.name)
     except (AttributeError, ValueError):
@@ -43,11 +49,17 @@ def limit_ties(dsn: str, sql: str) -> str | None:
     widened = tree.copy()
     widened.set("limit", exp.Limit(expression=exp.Literal.number(n + 1)))
     widened.set("offset", None)
-    got = run_gold(dsn, widened.sql(dialect="postgres"), max_rows=n + 1)
-    if not got.ok or len(got.rows) <= n or not keys:
+    got = run_gold_ordered(dsn, widened.sql(dialect="postgres"), max_rows=n + 1)
+    if not got.ok or len(got.rows) <= n:
         return None
-    inside, outside = got.rows[n - 1], got.rows[n]
-    if all(compare.compare([(inside[k],)], [(outside[k],)]).equal for k in keys):
+    if got.ties is not None:  # some keys are not output columns: their tie groups tell
+        tied = got.ties[n - 1] == got.ties[n]
+    elif not got.order:
+        return None
+    else:
+        inside, outside = got.rows[n - 1], got.rows[n]
+        tied = all(compare.compare([(inside[k],)], [(outside[k],)]).equal for k in got.order)
+    if tied:
         return f"rows {n} and {n + 1} tie on the ORDER BY keys: the LIMIT cuts a tie"
     return None
 

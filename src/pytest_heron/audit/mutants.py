@@ -12,8 +12,7 @@ from typing import Any
 import yaml
 from sqlglot import exp
 
-from pytest_heron import compare
-from pytest_heron.audit.gold import run_gold
+from pytest_heron.audit.gold import run_gold, run_gold_ordered
 from pytest_heron.database import ForeignKey, by_column, foreign_keys
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.sandbox import parse_sql
@@ -211,8 +210,7 @@ def mutant_results(
     """Every mutant of ``q``'s gold run on every state of ``dsns``. ``fks``: the foreign keys of
     the states (:func:`~pytest_heron.database.introspect.foreign_keys`); read from the first
     state when not given (a caller auditing many questions reads them once and passes them)."""
-    gold = [run_gold(d, q.gold_sql) for d in dsns]
-    keys = compare.order_keys(q.gold_sql)
+    gold = [run_gold_ordered(d, q.gold_sql) for d in dsns]
     known = dict(equivalents().get(q.id, {}))
     columns = by_column(foreign_keys(dsns[0]) if fks is None else fks)
     for desc, _ in mutants(q.gold_sql):
@@ -226,7 +224,7 @@ def mutant_results(
         differs = []
         for d, g in zip(dsns, gold, strict=True):
             got = run_gold(d, sql)
-            differs.append(not got.ok or not compare.compare(g.rows, got.rows, order=keys).equal)
+            differs.append(not got.ok or not g.compare(got.rows).equal)
         results.append(MutantResult(desc, differs[0], any(differs), known.get(desc)))
     return results
 

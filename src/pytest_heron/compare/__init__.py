@@ -3,7 +3,9 @@
 The policy is "strict on data, lenient on shape":
 
 * rows form a multiset (duplicates count) and are compared without regard to order, unless the
-  caller passes the sort keys of the gold query (see :func:`order_keys`);
+  caller passes the sort keys of the gold query (see :func:`order_keys`) or its tie groups (see
+  :func:`order_plan`: keys that are not output columns cut gold's rows into groups through
+  hidden columns);
 * predicted columns are matched to gold columns by their content, never by name, so a prediction
   may list the columns in another order (and, with ``superset=True``, may carry extra columns);
 * values are compared strictly except for numbers, which compare by value across ``int``,
@@ -42,11 +44,30 @@ from dataclasses import dataclass
 from pytest_heron.compare.columns import Table, table
 from pytest_heron.compare.matcher import Matcher
 from pytest_heron.compare.messages import cap, fmt_row
-from pytest_heron.compare.order import order_keys
+from pytest_heron.compare.order import (
+    OrderItem,
+    OrderPlan,
+    hidden_order_sql,
+    order_keys,
+    order_plan,
+    tie_groups,
+)
 from pytest_heron.compare.values import REL_TOL, value_key
 from pytest_heron.compare.values import canon as _canon  # noqa: F401  (tests use it)
 
-__all__ = ["REL_TOL", "Comparison", "compare", "fmt_row", "order_keys", "value_key"]
+__all__ = [
+    "REL_TOL",
+    "Comparison",
+    "OrderItem",
+    "OrderPlan",
+    "compare",
+    "fmt_row",
+    "hidden_order_sql",
+    "order_keys",
+    "order_plan",
+    "tie_groups",
+    "value_key",
+]
 
 
 @dataclass(frozen=True)
@@ -69,6 +90,7 @@ def compare(
     *,
     order: tuple[int, ...] | None = None,
     superset: bool = False,
+    ties: Sequence[int] | None = None,
 ) -> Comparison:
     """Compare a predicted result set with the gold one.
 
@@ -79,6 +101,11 @@ def compare(
       into consecutive runs of rows with equal values in those columns, and the prediction must
       consist of the same runs in the same sequence, each run equal as a multiset.
       ``order == ()`` (or invalid indices): exact row sequence.
+    * ``ties``: per gold row, the number of its tie group (:func:`tie_groups`: consecutive rows
+      equal on every ORDER BY key, output column or not): gold is cut into those groups instead
+      of into runs of ``order``, which then only names the sort keys that are output columns
+      (for messages; ``()`` when none is).  Tie numbers that do not fit (not one per gold row,
+      not starting at 0 and rising by 0 or 1) fall back to the exact row sequence.
     * Columns are matched by content.  The column count must be equal, unless ``superset`` is set,
       in which case the prediction may have extra columns (each gold column still needs its own
       predicted column).  A mapping is always verified on whole rows.
@@ -103,7 +130,7 @@ def compare(
         pred_rows = table(pred)
         n_gold = len(gold_rows) if gold_rows is not None else n_gold
         n_pred = len(pred_rows) if pred_rows is not None else n_pred
-        reason = _compare_rows(gold_rows, pred_rows, order, superset)
+        reason = _compare_rows(gold_rows, pred_rows, order, superset, ties)
     except Exception as exc:  # the scorer must keep going whatever the input is
         reason = cap(f"results could not be compared ({type(exc).__name__}: {exc})")
     return Comparison(equal=not reason, reason=reason, gold_rows=n_gold, pred_rows=n_pred)
@@ -128,8 +155,28 @@ def _normalise_order(order: object, width: int) -> tuple[int, ...] | None:
     return keys
 
 
+def _normalise_ties(ties: object, n: int) -> list[int] | None:
+    """The tie numbers as a list when they are one per row, from 0, rising by 0 or 1."""
+    if not isinstance(ties, Sequence) or len(ties) != n:
+        return None
+    out: list[int] = []
+    previous = 0
+    for k, t in enumerate(ties):
+        if isinstance(t, bool) or not isinstance(t, int):
+            return None
+        if (k == 0 and t != 0) or (k > 0 and t - previous not in (0, 1)):
+            return None
+        out.append(t)
+        previous = t
+    return out
+
+
 def _compare_rows(
-    gold: Table | None, pred: Table | None, order: tuple[int, ...] | None, superset: bool
+    gold: Table | None,
+    pred: Table | None,
+    order: tuple[int, ...] | None,
+    superset: bool,
+    ties: Sequence[int] | None = None,
 ) -> str:
     if gold is not None and pred is not None and len(gold) == 0 and len(pred) == 0:
         return ""
@@ -154,7 +201,13 @@ def _compare_rows(
         if n_gold != n_pred:
             text += f" (row counts differ too: gold {n_gold}, predicted {n_pred})"
         return text
-    return Matcher(gold, pred, _normalise_order(order, g_width)).run()
+    keys = _normalise_order(order, g_width)
+    if ties is None:
+        return Matcher(gold, pred, keys).run()
+    groups = _normalise_ties(ties, n_gold)
+    if groups is None:
+        return Matcher(gold, pred, ()).run()
+    return Matcher(gold, pred, keys or (), groups).run()
 
 
 from typing import TYPE_CHECKING  # noqa: E402
@@ -166,11 +219,9 @@ from pytest_heron.core.door import opener  # noqa: E402
 if TYPE_CHECKING:
     from pytest_heron.compare.modes import set_equal as set_equal
     from pytest_heron.compare.modes import soft_f1 as soft_f1
-    from pytest_heron.compare.order import unmapped_order as unmapped_order
 
 _DOOR = {
     "set_equal": "modes",
     "soft_f1": "modes",
-    "unmapped_order": "order",
 }
 __getattr__ = opener(globals(), _DOOR)

@@ -11,6 +11,7 @@ mapping is verified on whole rows (:mod:`pytest_heron.compare.rows`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from pytest_heron.compare.columns import Table, generic_keys, row_codes, signature
@@ -42,8 +43,9 @@ class Matcher(RowChecker):
         gold: Table,
         pred: Table,
         order: tuple[int, ...] | None,
+        ties: Sequence[int] | None = None,
     ) -> None:
-        super().__init__(gold, pred, order)
+        super().__init__(gold, pred, order, ties)
         self._coarse_sig: dict[tuple[str, int], tuple[int, int]] = {}
         self._sorted_nums: dict[tuple[str, int], tuple[int, list[object]] | None] = {}
 

@@ -40,19 +40,27 @@ class RowChecker:
         gold: Table,
         pred: Table,
         order: tuple[int, ...] | None,
+        ties: Sequence[int] | None = None,
     ) -> None:
         self.gold = gold
         self.pred = pred
         self.g_width = gold.width
         self.p_width = pred.width
         self.order = order
+        # ties: the tie groups of gold's rows, given when some sort keys are not output columns
+        # (then ``order`` names only those that are, for messages)
+        self.ordered = order is not None or ties is not None
+        self.sequence = order == () and ties is None  # the exact row sequence is enforced
+        self.tied = ties is not None
         self.g, self.p = sides(gold, pred)
         self.pair_budget = _PAIR_BUDGET
         self._gkeys: list[Key] | None = None
         self._gcount: Counter[Key] | None = None
         self._g_codes: U64 | None = None
         self._g_order: npt.NDArray[np.intp] | None = None
-        self._runs: npt.NDArray[np.int64] | None = None
+        self._runs: npt.NDArray[np.int64] | None = (
+            None if ties is None else np.asarray(ties, dtype=np.int64)
+        )
         self._exact: dict[tuple[int, ...], bool] = {}
 
     # -- keys ---------------------------------------------------------------------------------
@@ -100,6 +108,8 @@ class RowChecker:
         A run starts wherever a sort key differs from the row before; keys are compared
         exactly, so a code collision can never merge two runs.
         """
+        if self._runs is not None:
+            return self._runs
         if not self.order:
             return None
         if self._runs is None:
@@ -125,10 +135,10 @@ class RowChecker:
     def _exactly_equal(self, mapping: tuple[int, ...]) -> bool:
         n = len(self.gold)
         everywhere = np.arange(n, dtype=np.intp)
-        if self.order is not None:
+        if self.ordered:
             if self.same_rows_at(mapping, everywhere, everywhere):
                 return True  # identical keys in identical places
-            if not self.order:
+            if self.sequence:
                 return False  # whole rows in order: nothing else to try
         # pair the rows of both sides by sorted row codes (with ORDER BY, a row's code includes
         # its run: predicted rows by position), then check that paired rows have equal keys
@@ -151,7 +161,7 @@ class RowChecker:
         # a code collision: the Python-level pass decides
         gkeys = self.gold_keys()
         pkeys = self.pred_keys(mapping)
-        if self.order is not None:
+        if self.ordered:
             # equal runs in the same places imply equal multisets
             return not self.check_order(gkeys, pkeys, mapping, tolerant=False)
         return bool(dict.__eq__(Counter(pkeys), self.gold_count()))
@@ -168,7 +178,7 @@ class RowChecker:
         """Empty string when the prediction, with its columns picked by ``mapping``, equals gold."""
         gkeys = self.gold_keys()
         pkeys = self.pred_keys(mapping)
-        if self.order is not None and gkeys == pkeys:
+        if self.ordered and gkeys == pkeys:
             return ""
         pcount = Counter(pkeys)
         if not dict.__eq__(pcount, self.gold_count()):
@@ -182,7 +192,7 @@ class RowChecker:
                 if extra:
                     parts.append(self.extra_text(extra[0]))
                 return "; ".join(parts)
-        if self.order is None:
+        if not self.ordered:
             return ""
         return self.check_order(gkeys, pkeys, mapping, tolerant=True)
 
@@ -290,7 +300,7 @@ class RowChecker:
         n = len(gkeys)
         cols = self.order or ()
         first = next((k for k in range(n) if gkeys[k] != pkeys[k]), n)
-        if not cols:
+        if self.sequence:
             for k in range(first, n):
                 if gkeys[k] != pkeys[k] and (
                     not tolerant or not row_close(self.gold[k], self.aligned(k, mapping))
@@ -301,8 +311,11 @@ class RowChecker:
                     )
             return ""
 
-        sort_keys = (
-            self.g.keys(cols[0])
+        runs = self.runs()
+        sort_keys: Sequence[object] = (
+            runs.tolist()
+            if self.tied and runs is not None
+            else self.g.keys(cols[0])
             if len(cols) == 1
             else self._keys([self.g.keys(c) for c in cols], n)
         )
@@ -353,7 +366,11 @@ class RowChecker:
         span = range(start, end)
         missing, extra = self.residue(span, span, gkeys, pkeys, mapping)
         where = f"row {start + 1}" if end - start == 1 else f"rows {start + 1}-{end}"
-        parts = [f"order differs in {where} (sort keys {fmt_row(expected)})"]
+        if not cols:  # only with ties: every sort key is outside the output columns
+            parts = [f"order differs in {where} (rows tied on sort keys outside the output)"]
+        else:
+            outside = " and keys outside the output" if self.tied else ""
+            parts = [f"order differs in {where} (sort keys {fmt_row(expected)}{outside})"]
         if missing:
             parts.append(self.missing_text(missing[0]))
         if extra:

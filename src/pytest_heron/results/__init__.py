@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_heron.results.saved import find_run as find_run
     from pytest_heron.results.saved import runs_folder as runs_folder
     from pytest_heron.results.saved import save_run as save_run
+    from pytest_heron.results.terminal import absent_note as absent_note
     from pytest_heron.results.terminal import conditions_line as conditions_line
     from pytest_heron.results.terminal import summary_lines as summary_lines
     from pytest_heron.results.terminal import usage_line as usage_line
@@ -38,6 +39,7 @@ _DOOR = {
     "check_name": "saved",
     "check_writable": "files",
     "compare_runs": "comparison",
+    "absent_note": "terminal",
     "conditions_line": "terminal",
     "find_run": "saved",
     "journal_path": "journal",

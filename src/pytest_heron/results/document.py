@@ -7,6 +7,7 @@ and names the one that is wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -29,6 +30,7 @@ QUESTION_ID = re.compile(r"[a-z0-9_]+")  # dataset.questions.ID_PATTERN (kept li
 # how far a stated figure may be from the recomputed one and still be the same figure: the
 # browser runner rounds tokens per question to one decimal; every other writer is exact
 FIGURE_TOLERANCE = 0.051
+BROWSER_RUNNER = "browser"  # adapter_conditions["runner"] of a results file the browser page wrote
 
 
 @dataclass(frozen=True)
@@ -75,13 +77,18 @@ class Results:
         if len(set(ids)) != len(ids):
             dup = sorted({i for i in ids if ids.count(i) > 1})
             raise ResultsFileError(f"{where}: question(s) listed twice: {', '.join(dup)}")
+        conditions = Conditions.from_json(r.data.get("conditions"), f"{where}, conditions")
+        if conditions.adapter_conditions.get("runner") == BROWSER_RUNNER:
+            # the browser page never scores superset EX; its files before issue 40 wrote false for
+            # it, which is no verdict: read as not carried (n/a, never 0)
+            outcomes = tuple(dataclasses.replace(o, correct_superset=None) for o in outcomes)
         raw_breakdown = r.data.get("breakdown") or {}
         if not isinstance(raw_breakdown, dict) or not all(
             isinstance(v, dict) for v in raw_breakdown.values()
         ):
             raise r.bad("breakdown", "an object of axis to buckets")
         return cls(
-            conditions=Conditions.from_json(r.data.get("conditions"), f"{where}, conditions"),
+            conditions=conditions,
             metrics=Summary.from_json(r.data.get("metrics"), f"{where}, metrics"),
             breakdown={
                 str(axis): {

@@ -21,6 +21,23 @@ def _fmt(value: Any, suffix: str = "%") -> str:
     return "n/a" if value is None else f"{value:.1f}{suffix}"
 
 
+def absent_note(m: Summary) -> str | None:
+    """One sentence naming the figures the run's file does not carry (:attr:`Summary.absent`),
+    or None when it carries them all.
+
+    >>> print(absent_note(Summary(ex_multistate=50.0, soft_f1=80.0, ves=90.0)))
+    not in this results file: superset EX (n/a, not 0)
+    >>> absent_note(Summary(ex_multistate=50.0, soft_f1=80.0, ex_superset=50.0, ves=90.0)) is None
+    True
+    """
+    if not m.absent:
+        return None
+    text = f"not in this results file: {', '.join(m.absent)} (n/a, not 0)"
+    if "VES" in m.absent:
+        text += "; the Grade is renormalised over the parts present (without VES)"
+    return text
+
+
 def _interval(ci: tuple[float, float] | None) -> str:
     return "n/a" if not ci else f"[{ci[0]:.1f}%, {ci[1]:.1f}%]"
 
@@ -167,6 +184,9 @@ def summary_lines(results: Results) -> list[str]:
         + f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q,"
         f" L_ref={REF_LATENCY_S:g}s)",
     ]
+    note = absent_note(m)
+    if note:
+        lines.append(note)
     lines.append(usage_line(c, m))
     lines.append(figures_line(c, m))
     lines.append(FIGURES_LEGEND)

@@ -1,6 +1,7 @@
 """Stage 4: running SQL written by a system under test without letting it change or stall
 anything. :mod:`.statement` decides what a statement is and reads (the guard);
-:mod:`.execute` runs an accepted query under limits."""
+:mod:`.execute` runs an accepted query under limits; :mod:`.gold` runs gold and works out the
+order its top-level ORDER BY asks of an answer."""
 
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ from pytest_heron.sandbox.statement import tables_read as tables_read
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
+    from pytest_heron.sandbox.gold import GoldResult as GoldResult
+    from pytest_heron.sandbox.gold import execute_gold as execute_gold
     from pytest_heron.sandbox.roles import DANGEROUS_FUNCTIONS as DANGEROUS_FUNCTIONS
     from pytest_heron.sandbox.roles import close_database as close_database
     from pytest_heron.sandbox.roles import (
@@ -51,6 +54,8 @@ if TYPE_CHECKING:
 
 _DOOR = {
     "DANGEROUS_FUNCTIONS": "roles",
+    "GoldResult": "gold",
+    "execute_gold": "gold",
     "close_database": "roles",
     "close_maintenance_databases": "roles",
     "create_adapter_role": "roles",

@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_heron.core.errors import ErrorKind
 from pytest_heron.core.records import JSON, RecordReader
+from pytest_heron.scoring.figures import OPTIONAL_FIGURES, ex_superset, soft_f1_mean
 from pytest_heron.scoring.outcome import Outcome
 
 
@@ -230,6 +231,15 @@ class Summary:
     failures_syntax: int | None = None
     failures_semantic: int | None = None
 
+    @property
+    def absent(self) -> tuple[str, ...]:
+        """The figures of a run with outcomes that its results file does not carry (a browser
+        run has no Soft-F1, superset EX or VES): null in files, ``n/a`` everywhere they are
+        shown, never 0, and the Grade is renormalised over the parts it has (:func:`grade`)."""
+        if self.ex_multistate is None:
+            return ()
+        return tuple(label for key, label in OPTIONAL_FIGURES if getattr(self, key) is None)
+
     def to_json(self) -> dict[str, JSON]:
         out = asdict(self)
         ci = out["ex_multistate_ci95"]
@@ -326,17 +336,16 @@ def summary(
     tokens_per_q = None if tokens is None or not outcomes else tokens / n
     errors = sum(o.error_kind is not None for o in outcomes)
     latency = round(statistics.median(latencies), 6) if latencies else None
-    f1s = [o.soft_f1 if o.soft_f1 is not None else 0.0 for o in outcomes]
     return Summary(
         ex1=ex_first_state(outcomes, first_seed),
         ex_multistate=ex,
         ex_multistate_ci95=bootstrap_interval([o.correct for o in outcomes]),
         ex_at_k=ex_at_k(outcomes, samples),
         exact_match=_pct(sum(o.exact_match for o in outcomes), n),
-        ex_superset=_pct(sum(o.correct_superset for o in outcomes), n),
+        ex_superset=ex_superset(outcomes),
         ves=ves_score,
         r_ves=r_ves(outcomes),
-        soft_f1=None if not outcomes else round(100.0 * sum(f1s) / n, 4),
+        soft_f1=soft_f1_mean(outcomes),
         set_recall=set_recall(outcomes),
         tokens_prompt=prompt,
         tokens_completion=completion,
@@ -443,8 +452,10 @@ def _timed_share(outcomes: Sequence[Outcome], credit: Callable[[float], float]) 
     """``100/N * sum(1[correct] * credit(factor))`` over the questions whose times were measured
     (wrong answers count, with 0); ``factor`` is the stored ``sqrt(t_gold / t_pred)``."""
     timed = [o for o in outcomes if o.ves is not None or not o.correct]
-    if not timed:
-        return None
+    if not timed or (
+        any(o.correct for o in outcomes) and not any(o.correct and o.ves is not None for o in timed)
+    ):
+        return None  # no right answer was timed: the figure is missing, not 0
     total = sum(credit(o.ves) for o in timed if o.correct and o.ves is not None)
     return round(100.0 * total / len(timed), 4)
 
@@ -513,8 +524,14 @@ def grade(
     the plain weighted sum. Every part is at most 100 (VES, which rewards answers faster than
     gold, counts at most 100 here) and the weights sum to 1, so the Grade is at most 100.
 
+    A part the run does not carry (VES, when no right answer was timed, as in a browser run) is
+    left out and the weights of the parts present are renormalised to sum to 1: a missing
+    figure is never scored as 0 (:attr:`Summary.absent` names it wherever the Grade is shown).
+
     >>> grade(100.0, 150.0, None, 0, 10, 0.1)
     100.0
+    >>> grade(50.0, None, None, 0, 10, 0.1)  # (0.45 * 50 + 0.35 * 100) / 0.8
+    71.875
     >>> grade(0.0, None, None, 10, 10, 0.01)
     0.0
     """
@@ -527,12 +544,14 @@ def grade(
     latency = 100.0 if not latency_s or not l_ref else 100.0 * min(1.0, l_ref / latency_s)
     parts = {
         "ex": ex,
-        "ves": min(100.0, ves_score if ves_score is not None else ex),
+        "ves": None if ves_score is None else min(100.0, ves_score),
         "token_economy": answered * token_economy,
         "reliability": 100.0 * answered,
         "latency": answered * latency,
     }
-    return round(sum(GRADE_WEIGHTS[k] * v for k, v in parts.items()), 4)
+    present = {k: v for k, v in parts.items() if v is not None}
+    weight = sum(GRADE_WEIGHTS[k] for k in present)
+    return round(sum(GRADE_WEIGHTS[k] * v for k, v in present.items()) / weight, 4)
 
 
 def bootstrap_interval(

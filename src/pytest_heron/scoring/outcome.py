@@ -81,7 +81,7 @@ class Outcome:
     traps: tuple[str, ...] = ()
     gold_tables: tuple[str, ...] = ()
     exact_match: bool = False
-    correct_superset: bool = False
+    correct_superset: bool | None = False  # None: not scored (a browser run's records)
     samples: tuple[Sample, ...] | None = None
     correct_set: bool | None = None
     correct_set_by_state: dict[str, bool] | None = None
@@ -151,7 +151,9 @@ class Outcome:
             traps=r.texts("traps"),
             gold_tables=r.texts("gold_tables"),
             exact_match=r.flag("exact_match", default=False),
-            correct_superset=r.flag("correct_superset", default=False),
+            correct_superset=None
+            if "correct_superset" in r.data and r.data["correct_superset"] is None
+            else r.flag("correct_superset", default=False),
             samples=None
             if samples is None
             else tuple(Sample.from_json(s, f"{where}, sample {i}") for i, s in enumerate(samples)),

@@ -25,7 +25,7 @@ import markupsafe
 
 from pytest_heron.core.safe_text import printable
 from pytest_heron.dataset import GoldQuestion
-from pytest_heron.results import conditions_line, usage_line
+from pytest_heron.results import absent_note, conditions_line, usage_line
 from pytest_heron.scoring import Outcome, error_kinds
 from pytest_heron.site import charts, sqltext
 from pytest_heron.site.buckets import heat_maps, row_label
@@ -347,6 +347,7 @@ class _Site:
             run={"label": run.label, "source": run.source},
             conditions=conditions_line(c),
             usage=usage_line(c, m).split("   "),
+            absent=absent_note(m),
             metrics=m,
             n=len(res.outcomes),
             states=c.states,
@@ -487,6 +488,11 @@ class _Site:
                     ],
                 },
                 warnings=condition_warnings(a.results, b.results),
+                absent=[
+                    f"{side}: {note}"
+                    for side, r in (("A", a), ("B", b))
+                    if (note := absent_note(r.results.metrics))
+                ],
             )
 
     # -- the schema ----------------------------------------------------------------------------

@@ -314,7 +314,7 @@ async function answer(db, settings, q) {
     traps: q.traps,
     gold_tables: q.gold_tables,
     exact_match: false,
-    correct_superset: false,
+    correct_superset: null, // not scored here: n/a, never 0 (the page has no superset pass)
     samples: null,
   };
   try {

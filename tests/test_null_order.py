@@ -64,6 +64,13 @@ def test_an_outer_join_makes_its_columns_nullable_and_counts_never_are() -> None
     ) == [(0, "name", False)]  # NOT NULL, but on the optional side
 
 
+def test_right_and_full_joins_make_the_other_side_optional() -> None:
+    on = "ON u.id = o.rep_user_id ORDER BY o.id, uid"
+    select = "SELECT o.id, u.id AS uid FROM s.orders o "
+    assert _keys(select + "RIGHT JOIN s.users u " + on) == [(0, "id", False)]
+    assert _keys(select + "FULL JOIN s.users u " + on) == [(0, "id", False), (1, "uid", False)]
+
+
 def test_a_null_rejecting_filter_and_coalesce_make_a_key_non_null() -> None:
     assert _keys("SELECT channel FROM s.orders ORDER BY channel DESC") == [(0, "channel", True)]
     assert _keys("SELECT channel FROM s.orders WHERE channel IS NOT NULL ORDER BY channel") == []

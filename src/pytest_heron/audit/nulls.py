@@ -255,7 +255,7 @@ def nullable_order_keys(sql: str, schema: Nullability) -> tuple[NullableKey, ...
         named = target.name if isinstance(target, exp.Column) and not target.table else ""
         nullable = top.output(named) if named else top.expression(target)
         if nullable:
-            label = named or target.sql(dialect="postgres")
+            label = target.name if isinstance(target, exp.Column) else target.sql("postgres")
             out.append(NullableKey(i, label, bool(key.args.get("nulls_first"))))
     return tuple(out)
 

@@ -23,7 +23,7 @@ QUESTIONS = load_questions()
 IDS = [q.id for q in QUESTIONS]
 SCALES = ("small", "tiny")  # small/42 is the single state of the single-state kill rate
 SEEDS = (42, 43, 44)
-STATIC = ("parses", "gold_tables", "deterministic", "ordered_limit", "duplicate")
+STATIC = ("parses", "gold_tables", "deterministic", "ordered_limit", "null_order", "duplicate")
 DYNAMIC = ("executes", "rows", "empty", "stable", "limit_ties")
 MIN_KILL_RATE = 90.0
 

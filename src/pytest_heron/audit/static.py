@@ -1,13 +1,16 @@
-"""Static checks of gold SQL: no database needed (tables read, volatile functions, duplicates)."""
+"""Static checks of gold SQL: no database needed (tables read, volatile functions, duplicates,
+where NULL rows of an ordered answer go: :mod:`.nulls`)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 import sqlglot
 from sqlglot import exp
 
+from pytest_heron.audit.nulls import null_order_problem, nullable_order_keys, schema_nullability
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.sandbox import parse_sql, tables_read
 
@@ -49,7 +52,17 @@ def static_problems(q: GoldQuestion) -> dict[str, str]:
     has_order = tree.args.get("order") is not None
     if top is not None and not has_order:
         problems["ordered_limit"] = "LIMIT/OFFSET without a top-level ORDER BY"
+    null_order = _null_order(q.question, q.gold_sql)
+    if null_order:
+        problems["null_order"] = f"{q.id}: {null_order}"
     return problems
+
+
+@lru_cache(maxsize=1024)
+def _null_order(question: str, gold_sql: str) -> str | None:
+    """:func:`~.nulls.null_order_problem` against the shipped schema (the audit asks once per
+    check of a question: the answer is kept)."""
+    return null_order_problem(question, nullable_order_keys(gold_sql, schema_nullability()))
 
 
 def duplicate_problems(questions: Sequence[GoldQuestion]) -> dict[str, str]:

@@ -36,6 +36,7 @@ from pytest_heron.sandbox.statement import tables_read as tables_read
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
+    from pytest_heron.sandbox.per_session import per_session_functions as per_session_functions
     from pytest_heron.sandbox.roles import DANGEROUS_FUNCTIONS as DANGEROUS_FUNCTIONS
     from pytest_heron.sandbox.roles import close_database as close_database
     from pytest_heron.sandbox.roles import (
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from pytest_heron.sandbox.roles import release_adapters as release_adapters
     from pytest_heron.sandbox.roles import scoring_role as scoring_role
     from pytest_heron.sandbox.statement import parse_sql as parse_sql
+    from pytest_heron.sandbox.uses import Name as Name
+    from pytest_heron.sandbox.uses import Uses as Uses
+    from pytest_heron.sandbox.uses import sql_uses as sql_uses
 
 _DOOR = {
     "DANGEROUS_FUNCTIONS": "roles",
@@ -56,7 +60,11 @@ _DOOR = {
     "create_adapter_role": "roles",
     "lock_down": "roles",
     "lock_down_citus": "roles",
+    "Name": "uses",
+    "Uses": "uses",
     "parse_sql": "statement",
+    "per_session_functions": "per_session",
+    "sql_uses": "uses",
     "prepare_scoring_role": "roles",
     "release_adapters": "roles",
     "scoring_role": "roles",

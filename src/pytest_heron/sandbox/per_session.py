@@ -1,0 +1,166 @@
+"""What varies per connection, per server start or with the server's statistics, taken away.
+
+``pg_backend_pid()`` differs on every connection, ``pg_postmaster_start_time()`` on every server
+start (in CI every verification starts its own server), ``pg_stat_activity.backend_start`` and
+every ``pg_stat_get_*`` with what other sessions did. An answer gated on one of them is a coin
+no repeat on the same server need see. The scoring and adapter roles lose them: EXECUTE on the
+functions and SELECT on the views built on them are revoked from PUBLIC in every state database
+heron owns (:func:`lock_down_per_session`, run by ``roles.lock_down``), and the volatility check
+names them (:mod:`pytest_heron.scoring.volatility` reads :func:`per_session_functions`).
+
+The list is the catalog's, by a rule (DECISIONS.md, "issue 40"), so it follows the server's
+version: a function of ``pg_catalog`` that no extension installs, callable from SQL, and
+
+- **statistics**: described ``statistics: ...`` in ``pg_description`` (PostgreSQL's own label
+  for the cumulative statistics functions: ``pg_stat_get_*``, ``pg_backend_pid``), whatever its
+  arguments; or
+- **session**: stable, with no arguments: its value cannot come from the query's data, only
+  from the session, the transaction, the settings or the server (``inet_client_addr``,
+  ``pg_conf_load_time``, ``pg_postmaster_start_time``, ``pg_my_temp_schema``, ``version``, ...).
+  Volatile ones need no rule: the volatility check names every volatile function.
+
+Kept, with the reason: the clock (``now``, ``statement_timestamp``, ``transaction_timestamp``),
+which the volatility check names as the clock; the empty ``json[b]_build_array()`` and
+``json[b]_build_object()``, constants; and every function a view of ``information_schema``
+calls (``current_database()``), since a view runs its functions with the privileges of the
+role that reads it, and adapters explore the schema through those views.
+
+Views: every view of ``pg_catalog`` whose definition calls one of the revoked functions, or
+reads such a view (``pg_stat_activity``, ``pg_stat_user_tables``, ``pg_settings``, ...). The
+definitions are parsed (``pg_get_viewdef``, the rewrite rule as SQL): ``pg_depend`` does not
+record the dependencies of objects initdb creates, so it would show none of these.
+
+Function ACLs live in each database's own ``pg_proc``: a REVOKE here changes nothing in the
+server's other databases (the maintenance databases, other states, another run's), and nothing
+of the data (the state's checksum and data version are those of its tables). The admin role is
+a superuser on a server heron starts, which privileges do not bind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from pytest_heron.sandbox.uses import sql_uses
+
+KEPT = (
+    "now",
+    "statement_timestamp",
+    "transaction_timestamp",
+    "json_build_array",
+    "json_build_object",
+    "jsonb_build_array",
+    "jsonb_build_object",
+)
+_NOT_SQL_TYPES = (
+    "trigger",
+    "event_trigger",
+    "internal",
+    "language_handler",
+    "fdw_handler",
+    "index_am_handler",
+    "table_am_handler",
+    "tsm_handler",
+)
+
+RULE_QUERY = """
+SELECT p.oid::regprocedure::text, p.proname,
+       CASE WHEN obj_description(p.oid, 'pg_proc') LIKE 'statistics:%%'
+            THEN 'statistics' ELSE 'session' END
+FROM pg_proc p
+WHERE p.pronamespace = 'pg_catalog'::regnamespace
+  AND p.prokind = 'f'
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                  AND d.objid = p.oid AND d.deptype = 'e')
+  AND p.prorettype::regtype::text <> ALL(%(not_sql)s)
+  AND NOT EXISTS (SELECT 1 FROM unnest(p.proargtypes) t WHERE t::regtype::text = ANY(%(not_sql)s))
+  AND (obj_description(p.oid, 'pg_proc') LIKE 'statistics:%%'
+       OR (p.provolatile = 's' AND p.pronargs = 0))
+  AND NOT p.proname = ANY(%(kept)s)
+ORDER BY 1
+"""
+
+VIEWS_QUERY = """
+SELECT n.nspname, c.relname, pg_get_viewdef(c.oid)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'v' AND n.nspname IN ('pg_catalog', 'information_schema')
+ORDER BY 1, 2
+"""
+
+
+def _called(definition: str) -> list[str]:
+    """The unqualified or ``pg_catalog``-qualified function names a definition calls."""
+    uses = sql_uses(definition)
+    if uses is None:
+        return []
+    return [c[-1] for c in uses.calls if len(c) == 1 or c[0] == "pg_catalog"]
+
+
+def _read(definition: str) -> list[str]:
+    """The ``pg_catalog`` (or unqualified) relations a definition reads."""
+    uses = sql_uses(definition)
+    if uses is None:
+        return []
+    return [r[-1] for r in uses.relations if len(r) == 1 or r[0] == "pg_catalog"]
+
+
+def tainted_views(
+    views: Mapping[str, str], functions: Iterable[str], relations: Iterable[str] = ()
+) -> list[str]:
+    """The views (name -> definition) that call one of ``functions`` or read one of
+    ``relations`` or of the views found so (to a fixed point), sorted.
+
+    >>> tainted_views({"a": "SELECT f()", "b": "SELECT * FROM a", "c": "SELECT g()"}, ["f"])
+    ['a', 'b']
+    """
+    bad_functions = set(functions)
+    bad = set(relations)
+    calls = {name: set(_called(text)) for name, text in views.items()}
+    reads = {name: set(_read(text)) for name, text in views.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name in sorted(views):
+            if name not in bad and (calls[name] & bad_functions or reads[name] & bad):
+                bad.add(name)
+                changed = True
+    return sorted(v for v in bad if v in views)
+
+
+def per_session_functions(conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
+    """``(signature, name, why)`` of the functions the rule takes away (why: ``statistics`` or
+    ``session``), less those a view of ``information_schema`` calls; sorted by signature."""
+    rows = conn.execute(RULE_QUERY, {"not_sql": list(_NOT_SQL_TYPES), "kept": list(KEPT)})
+    found = [(str(sig), str(name), str(why)) for sig, name, why in rows.fetchall()]
+    needed: set[str] = set()
+    for schema, _name, definition in conn.execute(VIEWS_QUERY).fetchall():
+        if schema == "information_schema":
+            needed.update(_called(str(definition)))
+    return [row for row in found if row[1] not in needed]
+
+
+def per_session_views(conn: psycopg.Connection[Any], functions: Iterable[str]) -> list[str]:
+    """The ``pg_catalog`` views built on ``functions`` (names), directly or through others."""
+    views = {
+        str(name): str(definition)
+        for schema, name, definition in conn.execute(VIEWS_QUERY).fetchall()
+        if schema == "pg_catalog"
+    }
+    return tainted_views(views, functions)
+
+
+def lock_down_per_session(conn: psycopg.Connection[Any]) -> tuple[list[str], list[str]]:
+    """Revoke from PUBLIC EXECUTE on the per-session functions and SELECT on the views built on
+    them, in the database ``conn`` is connected to (idempotent); return both lists."""
+    functions = per_session_functions(conn)
+    views = per_session_views(conn, [name for _sig, name, _why in functions])
+    if functions:
+        signatures = ", ".join(sig for sig, _name, _why in functions)
+        conn.execute(f"REVOKE EXECUTE ON FUNCTION {signatures} FROM PUBLIC")
+    if views:
+        names = sql.SQL(", ").join(sql.Identifier("pg_catalog", v) for v in views)
+        conn.execute(sql.SQL("REVOKE SELECT ON {} FROM PUBLIC").format(names))
+    return [sig for sig, _name, _why in functions], views

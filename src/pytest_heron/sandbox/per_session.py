@@ -38,7 +38,9 @@ a superuser on a server heron starts, which privileges do not bind.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -91,72 +93,91 @@ ORDER BY 1, 2
 """
 
 
-def _called(definition: str) -> list[str]:
-    """The unqualified or ``pg_catalog``-qualified function names a definition calls."""
-    uses = sql_uses(definition)
-    if uses is None:
-        return []
-    return [c[-1] for c in uses.calls if len(c) == 1 or c[0] == "pg_catalog"]
+def _catalog_names(names: Iterable[tuple[str, ...]]) -> set[str]:
+    """The unqualified or ``pg_catalog``-qualified names among ``names``, unqualified."""
+    return {n[-1] for n in names if len(n) == 1 or n[0] == "pg_catalog"}
 
 
-def _read(definition: str) -> list[str]:
-    """The ``pg_catalog`` (or unqualified) relations a definition reads."""
+@dataclass(frozen=True)
+class ViewUses:
+    """What one view's definition calls and reads (``pg_catalog`` or unqualified names)."""
+
+    calls: frozenset[str]
+    reads: frozenset[str]
+
+
+@functools.lru_cache(maxsize=1024)
+def view_uses(definition: str) -> ViewUses:
+    """:class:`ViewUses` of one definition (kept per process: every state of a server has the
+    same system views, and ``lock_down`` runs on every ``ensure_state``)."""
     uses = sql_uses(definition)
     if uses is None:
-        return []
-    return [r[-1] for r in uses.relations if len(r) == 1 or r[0] == "pg_catalog"]
+        return ViewUses(frozenset(), frozenset())
+    return ViewUses(
+        frozenset(_catalog_names(uses.calls)), frozenset(_catalog_names(uses.relations))
+    )
 
 
 def tainted_views(
-    views: Mapping[str, str], functions: Iterable[str], relations: Iterable[str] = ()
+    views: Mapping[str, ViewUses], functions: Iterable[str], relations: Iterable[str] = ()
 ) -> list[str]:
-    """The views (name -> definition) that call one of ``functions`` or read one of
-    ``relations`` or of the views found so (to a fixed point), sorted.
+    """The views that call one of ``functions`` or read one of ``relations`` or of the views
+    found so (to a fixed point), sorted.
 
-    >>> tainted_views({"a": "SELECT f()", "b": "SELECT * FROM a", "c": "SELECT g()"}, ["f"])
+    >>> v = {k: view_uses(d) for k, d in {"a": "SELECT f()", "b": "SELECT * FROM a"}.items()}
+    >>> tainted_views(v | {"c": view_uses("SELECT g()")}, ["f"])
     ['a', 'b']
     """
     bad_functions = set(functions)
     bad = set(relations)
-    calls = {name: set(_called(text)) for name, text in views.items()}
-    reads = {name: set(_read(text)) for name, text in views.items()}
     changed = True
     while changed:
         changed = False
         for name in sorted(views):
-            if name not in bad and (calls[name] & bad_functions or reads[name] & bad):
+            if name not in bad and (views[name].calls & bad_functions or views[name].reads & bad):
                 bad.add(name)
                 changed = True
     return sorted(v for v in bad if v in views)
 
 
-def per_session_functions(conn: psycopg.Connection[Any]) -> list[tuple[str, str, str]]:
+def _views(conn: psycopg.Connection[Any]) -> dict[tuple[str, str], ViewUses]:
+    """What every view of ``pg_catalog`` and ``information_schema`` calls and reads."""
+    return {
+        (str(schema), str(name)): view_uses(str(definition))
+        for schema, name, definition in conn.execute(VIEWS_QUERY).fetchall()
+    }
+
+
+def per_session_functions(
+    conn: psycopg.Connection[Any], views: Mapping[tuple[str, str], ViewUses] | None = None
+) -> list[tuple[str, str, str]]:
     """``(signature, name, why)`` of the functions the rule takes away (why: ``statistics`` or
     ``session``), less those a view of ``information_schema`` calls; sorted by signature."""
     rows = conn.execute(RULE_QUERY, {"not_sql": list(_NOT_SQL_TYPES), "kept": list(KEPT)})
     found = [(str(sig), str(name), str(why)) for sig, name, why in rows.fetchall()]
     needed: set[str] = set()
-    for schema, _name, definition in conn.execute(VIEWS_QUERY).fetchall():
+    for (schema, _name), uses in (_views(conn) if views is None else views).items():
         if schema == "information_schema":
-            needed.update(_called(str(definition)))
+            needed.update(uses.calls)
     return [row for row in found if row[1] not in needed]
 
 
-def per_session_views(conn: psycopg.Connection[Any], functions: Iterable[str]) -> list[str]:
+def per_session_views(
+    conn: psycopg.Connection[Any],
+    functions: Iterable[str],
+    views: Mapping[tuple[str, str], ViewUses] | None = None,
+) -> list[str]:
     """The ``pg_catalog`` views built on ``functions`` (names), directly or through others."""
-    views = {
-        str(name): str(definition)
-        for schema, name, definition in conn.execute(VIEWS_QUERY).fetchall()
-        if schema == "pg_catalog"
-    }
-    return tainted_views(views, functions)
+    known = _views(conn) if views is None else views
+    return tainted_views({n: u for (s, n), u in known.items() if s == "pg_catalog"}, functions)
 
 
 def lock_down_per_session(conn: psycopg.Connection[Any]) -> tuple[list[str], list[str]]:
     """Revoke from PUBLIC EXECUTE on the per-session functions and SELECT on the views built on
     them, in the database ``conn`` is connected to (idempotent); return both lists."""
-    functions = per_session_functions(conn)
-    views = per_session_views(conn, [name for _sig, name, _why in functions])
+    known = _views(conn)
+    functions = per_session_functions(conn, known)
+    views = per_session_views(conn, [name for _sig, name, _why in functions], known)
     if functions:
         signatures = ", ".join(sig for sig, _name, _why in functions)
         conn.execute(f"REVOKE EXECUTE ON FUNCTION {signatures} FROM PUBLIC")

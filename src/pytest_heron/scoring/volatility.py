@@ -99,6 +99,13 @@ def _candidates(name: Name) -> list[tuple[str, str]]:
     return [(name[-2], name[-1])]
 
 
+@functools.lru_cache(maxsize=1024)
+def _definition_uses(text: str) -> Uses | None:
+    """:func:`sql_uses` of a view's or function's definition, kept: the same few are read by
+    every answer that reaches them."""
+    return sql_uses(text)
+
+
 class _Judge:
     """One verdict's walk: definitions already judged are not judged again (nor looped on)."""
 
@@ -117,7 +124,7 @@ class _Judge:
         if (kind, *key) in self.seen:
             return
         self.seen.add((kind, *key))
-        uses = sql_uses(text)
+        uses = _definition_uses(text)
         if uses is None:
             return
         what = f"{kind} {key[0]}.{key[1]}" + ("()" if kind == "function" else "")

@@ -271,11 +271,12 @@ def test_the_list_of_what_varies_per_session_comes_from_the_catalog(tiny_state: 
         "inet_client_port",
         "inet_server_addr",
         "inet_server_port",
-        "version",
+        "pg_show_all_settings",
     ):
         assert names[name] == "session", name
     # kept: the clock (named by the volatility check), constants, what information_schema calls
-    for name in ("now", "json_build_object", "current_database", "pg_my_temp_schema"):
+    kept = ("now", "json_build_object", "current_database", "pg_my_temp_schema", "version")
+    for name in (*kept, "current_schema"):
         assert name not in names
     assert {"pg_stat_activity", "pg_stat_user_tables", "pg_settings"} <= set(views)
     assert "pg_tables" not in views and "pg_stats" not in views
@@ -310,7 +311,12 @@ def test_the_reader_cannot_run_what_varies_per_session_and_the_admin_can(tiny_st
     ]:
         got = sandbox.execute(tiny_state.reader_dsn, sql, timeout_s=10)
         assert got.error == f"permission denied for {name}", (sql, got.error)
-    # the schema is still explored through information_schema (it calls current_database())
+    # what client libraries ask on connect still runs (SQLAlchemy: version(), current_schema())
+    got = sandbox.execute(
+        tiny_state.reader_dsn, "SELECT pg_catalog.version(), current_schema()", timeout_s=10
+    )
+    assert got.ok and got.rows[0][1] == "public", got.error
+    # the schema is still explored through information_schema (it calls pg_my_temp_schema())
     got = sandbox.execute(
         tiny_state.reader_dsn,
         "SELECT count(*) FROM information_schema.columns WHERE table_schema = 'orders'",

@@ -16,13 +16,16 @@ version: a function of ``pg_catalog`` that no extension installs, callable from 
   arguments; or
 - **session**: stable, with no arguments: its value cannot come from the query's data, only
   from the session, the transaction, the settings or the server (``inet_client_addr``,
-  ``pg_conf_load_time``, ``pg_postmaster_start_time``, ``pg_my_temp_schema``, ``version``, ...).
+  ``pg_conf_load_time``, ``pg_postmaster_start_time``, ``pg_show_all_settings``, ...).
   Volatile ones need no rule: the volatility check names every volatile function.
 
-Kept, with the reason: the clock (``now``, ``statement_timestamp``, ``transaction_timestamp``),
-which the volatility check names as the clock; the empty ``json[b]_build_array()`` and
-``json[b]_build_object()``, constants; and every function a view of ``information_schema``
-calls (``current_database()``), since a view runs its functions with the privileges of the
+Kept (:data:`KEPT`), with the reason: the clock (``now``, ``statement_timestamp``,
+``transaction_timestamp``), which the volatility check names as the clock; the empty
+``json[b]_build_array()`` and ``json[b]_build_object()``, constants; the names of the session
+(``version()``, ``current_schema()``, ``current_user``, the encodings, ...), the same on every
+connection of a role to a state, which client libraries ask for when they connect (SQLAlchemy
+runs ``select pg_catalog.version()``); and every function a view of ``information_schema``
+calls (``pg_my_temp_schema()``), since a view runs its functions with the privileges of the
 role that reads it, and adapters explore the schema through those views.
 
 Views: every view of ``pg_catalog`` whose definition calls one of the revoked functions, or
@@ -49,13 +52,26 @@ from psycopg import sql
 from pytest_heron.sandbox.uses import sql_uses
 
 KEPT = (
+    # the clock: the volatility check names it as the clock
     "now",
     "statement_timestamp",
     "transaction_timestamp",
+    # constants (stable only because the variadic forms take "any")
     "json_build_array",
     "json_build_object",
     "jsonb_build_array",
     "jsonb_build_object",
+    # the names of the session, the same on every connection of a role to a state, which
+    # client libraries ask for on connect (SQLAlchemy: version(), current_schema())
+    "version",
+    "current_schema",
+    "current_user",
+    "session_user",
+    "system_user",
+    "getpgusername",
+    "current_database",
+    "pg_client_encoding",
+    "getdatabaseencoding",
 )
 _NOT_SQL_TYPES = (
     "trigger",

@@ -264,7 +264,7 @@ HANG_GUARD_S = 600  # a run that hangs is given up (a guard, not a timing assert
 PRIVATE_MARK = "private-question-d41c7"  # in the vendor repository's private question set
 
 
-def keys() -> list[str]:
+def run_keys() -> list[str]:
     """The runs made here: the fallback jail's only where it is possible (root on Linux); the
     sandbox's always (a missing bubblewrap fails them, naming the package)."""
     return [k for k, (how, _) in RUNS.items() if how != "jail" or jail.possible()]
@@ -373,7 +373,7 @@ def _run(scenario: Scenario, key: str, marks: list[str]) -> dict[str, pytest.Run
 def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
     """Every run of :func:`keys`, two at a time, in the vendor repository."""
     marks = vendor_repository(scenario)
-    runs = in_parallel({key: lambda key=key: _run(scenario, key, marks) for key in keys()})
+    runs = in_parallel({key: lambda key=key: _run(scenario, key, marks) for key in run_keys()})
     runs["marks"] = pytest.RunResult(0, marks, [], 0.0)
     return runs
 

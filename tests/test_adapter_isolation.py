@@ -38,7 +38,7 @@ def _jailed(hostile_runs: tuple[Any, dict[str, Any]], key: str) -> tuple[dict[st
     return json.loads(out.read_text()), out.read_text() + text
 
 
-ISOLATED = [k for k in hostile_scenario.keys() if not k.startswith("plain")]
+ISOLATED = [k for k in hostile_scenario.run_keys() if not k.startswith("plain")]
 ALLOWED = ("/etc/", f"{bubblewrap.HOME}/", "/tmp/", f"{bubblewrap.INSIDE}/")
 
 

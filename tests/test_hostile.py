@@ -117,9 +117,15 @@ def test_timing_cannot_be_told_apart_from_scoring(
     scenario, _ = runs
     doc = _results(scenario.path / f"{key}-first.json")
     by_id = {q["id"]: q for q in doc["questions"]}
-    assert by_id["h001"]["correct"] and by_id["h002"]["correct"]
-    # the wrapped query does gold's work every time it is timed: no speed-up to speak of
-    assert by_id["h001"]["ves"] is not None and by_id["h001"]["ves"] < 1.5 <= VES_FACTOR_CAP
+    # Since issue 40 the scoring role may not read pg_stat_activity nor call pg_backend_pid(),
+    # and the volatility check names them: the cheat cannot even run, let alone be timed.
+    h001 = by_id["h001"]
+    assert h001["correct"] is False and h001["ves"] is None, h001
+    assert h001["error"].startswith("permission denied for "), h001
+    assert h001["reason"].startswith("volatile result: "), h001
+    assert "pg_stat_activity" in h001["reason"] and "pg_backend_pid()" in h001["reason"]
+    assert by_id["h002"]["correct"]
+    assert by_id["h002"]["ves"] is None or by_id["h002"]["ves"] <= VES_FACTOR_CAP
     assert doc["metrics"]["grade"] <= 100.0
 
 
@@ -131,9 +137,10 @@ def test_a_tampered_journal_is_not_trusted(
     all, is asked again on resume instead of being counted."""
     scenario, results = runs
     records = [json.loads(line) for line in results[f"{key}-journal"].outlines[1:]]
-    assert {r["id"]: r["correct"] for r in records} == {"h001": True, "h002": True}
+    assert {r["id"]: r["correct"] for r in records} == {"h001": False, "h002": True}
     resumed = results[f"{key}-resumed"]
     resumed.stdout.fnmatch_lines(["*journal: 2 record(s) were not valid outcomes*h001 h002*"])
     doc = _results(scenario.path / f"{key}.json")
-    assert {q["id"]: q["correct"] for q in doc["questions"]} == {"h001": True, "h002": False}
-    assert doc["metrics"]["ex_multistate"] == 50.0
+    # trusted as written, the tampered h002 ("no", truthy) would count as right: 50.0
+    assert {q["id"]: q["correct"] for q in doc["questions"]} == {"h001": False, "h002": False}
+    assert doc["metrics"]["ex_multistate"] == 0.0

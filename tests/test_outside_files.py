@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -397,3 +400,62 @@ def test_conditions_that_break_the_recomputation_are_a_sentence(
 
     with pytest.raises(ResultsFileError, match=message):
         read_results(_edit(_results(tmp_path), change))
+
+
+# -- only regular files are opened (issue 40, item 3) --------------------------------------------
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "run.fifo"
+    os.mkfifo(path)
+    return path
+
+
+def _socket(tmp_path: Path) -> tuple[Path, socket.socket]:
+    path = tmp_path / "run.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(1)
+    return path, server
+
+
+@pytest.mark.parametrize(
+    ("make", "kind"),
+    [("fifo", "a FIFO (named pipe)"), ("device", "a character device"), ("socket", "a socket")],
+)
+def test_compare_on_a_file_that_is_not_regular_exits_at_once_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], make: str, kind: str
+) -> None:
+    good = str(_results(tmp_path, "a.json"))
+    server = None
+    if make == "fifo":
+        other = _fifo(tmp_path)
+    elif make == "socket":
+        other, server = _socket(tmp_path)
+    else:
+        other = Path("/dev/zero")
+    link = tmp_path / "link.json"  # a symbolic link is judged by what it points to
+    link.symlink_to(other)
+    try:
+        for path in (other, link):
+            started = time.monotonic()
+            assert cli.main(["compare", good, str(path)]) == 2
+            assert time.monotonic() - started < 5  # a FIFO's open would wait forever
+            err = capsys.readouterr().err.strip()
+            assert err.count("\n") == 0, err
+            assert f"{path}: {kind}, not a regular file; not read" in err
+    finally:
+        if server is not None:
+            server.close()
+
+
+def test_the_reader_refuses_a_directory_and_follows_a_link_to_a_regular_file(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(OutsideFileError, match=r": a directory, not a regular file; not read$"):
+        read_json(tmp_path)
+    target = tmp_path / "t.json"
+    target.write_text('{"a": 1}')
+    link = tmp_path / "l.json"
+    link.symlink_to(target)
+    assert read_json(link) == {"a": 1}

@@ -8,26 +8,11 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 import sqlglot
-from sqlglot import exp
 
 from pytest_heron.audit.nulls import null_order_problem, nullable_order_keys, schema_nullability
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.sandbox import parse_sql, tables_read
-
-VOLATILE = {
-    "random",
-    "setseed",
-    "now",
-    "clock_timestamp",
-    "statement_timestamp",
-    "transaction_timestamp",
-    "timeofday",
-    "gen_random_uuid",
-    "uuid_generate_v4",
-}
-
-
-VOLATILE_NODES = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.Rand)
+from pytest_heron.scoring import volatile_calls
 
 
 def static_problems(q: GoldQuestion) -> dict[str, str]:
@@ -42,12 +27,10 @@ def static_problems(q: GoldQuestion) -> dict[str, str]:
         problems["gold_tables"] = (
             f"gold reads {sorted(read)} but gold_tables says {sorted(q.gold_tables)}"
         )
-    volatile = sorted(
-        {f.name.lower() for f in tree.find_all(exp.Anonymous) if f.name.lower() in VOLATILE}
-        | {type(n).__name__ for n in tree.find_all(*VOLATILE_NODES)}
-    )
+    # the scorer's own check, on the parse tree, with the catalog it falls back on
+    volatile = volatile_calls(q.gold_sql)
     if volatile:
-        problems["deterministic"] = f"gold uses volatile functions: {', '.join(volatile)}"
+        problems["deterministic"] = f"gold is volatile: it {'; '.join(volatile)}"
     top = tree.args.get("limit") or tree.args.get("offset")
     has_order = tree.args.get("order") is not None
     if top is not None and not has_order:

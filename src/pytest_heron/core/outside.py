@@ -6,6 +6,9 @@ wants the reader to crash. ``json.loads`` on 100,000 ``[`` raises RecursionError
 not a verdict); a YAML alias bomb expands a kilobyte into gigabytes. Every such file goes
 through this module, which refuses, *before* parsing where it matters:
 
+- anything but a regular file (a FIFO, a device, a socket, a directory), told by ``lstat``
+  before the file is opened, so ``open`` cannot wait on a FIFO forever or read a device without
+  end;
 - more bytes than ``Limits.max_bytes`` (checked on the file's size before it is read);
 - text that is not UTF-8;
 - nesting deeper than ``Limits.max_depth`` (for JSON a pre-scan of the brackets outside strings,
@@ -24,7 +27,9 @@ hierarchy and (lazily) PyYAML.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,14 +61,55 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKETS = re.compile(r"[\[\]{}]")
 
 
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    for test, words in _KINDS:
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def _regular(name: str, path: Path) -> os.stat_result:
+    """The status of ``path`` once it is known to be a regular file (a symbolic link is
+    followed only to a regular file), else :class:`OutsideFileError` naming what it is.
+    Nothing is opened: a FIFO's ``open`` waits for a writer forever, a device or socket
+    never ends."""
+    first = path.lstat()
+    if stat.S_ISLNK(first.st_mode):
+        first = path.stat()
+    if not stat.S_ISREG(first.st_mode):
+        raise OutsideFileError(f"{name}: {_kind(first.st_mode)}, not a regular file; not read")
+    return first
+
+
 def read_text(path: Path, where: str | None = None, limits: Limits = DEFAULT) -> str:
-    """The file's text: its size checked before it is read, then decoded as strict UTF-8."""
+    """The file's text: refused unopened unless it is a regular file (:func:`_regular`), its
+    size checked before it is read, then decoded as strict UTF-8. It is opened without
+    blocking and must still be the file that was checked (device and inode), so a file
+    swapped for a FIFO between the check and the open is refused too."""
     name = where or str(path)
     try:
-        size = path.stat().st_size
+        checked = _regular(name, path)
+        size = checked.st_size
         if size > limits.max_bytes:
             raise OutsideFileError(f"{name}: {size} bytes, over the limit of {limits.max_bytes}")
-        with path.open("rb") as fh:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_BINARY", 0))
+        with os.fdopen(fd, "rb") as fh:
+            opened = os.fstat(fh.fileno())
+            if not stat.S_ISREG(opened.st_mode) or (opened.st_dev, opened.st_ino) != (
+                checked.st_dev,
+                checked.st_ino,
+            ):
+                raise OutsideFileError(f"{name}: changed while it was being opened; not read")
             raw = fh.read(limits.max_bytes + 1)
     except OSError as exc:
         raise OutsideFileError(f"{name}: cannot be read ({exc.strerror or exc})") from None

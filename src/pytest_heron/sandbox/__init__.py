@@ -39,6 +39,7 @@ from pytest_heron.sandbox.statement import tables_read as tables_read
 if TYPE_CHECKING:
     from pytest_heron.sandbox.gold import GoldResult as GoldResult
     from pytest_heron.sandbox.gold import execute_gold as execute_gold
+    from pytest_heron.sandbox.per_session import per_session_functions as per_session_functions
     from pytest_heron.sandbox.roles import DANGEROUS_FUNCTIONS as DANGEROUS_FUNCTIONS
     from pytest_heron.sandbox.roles import close_database as close_database
     from pytest_heron.sandbox.roles import (
@@ -51,6 +52,9 @@ if TYPE_CHECKING:
     from pytest_heron.sandbox.roles import release_adapters as release_adapters
     from pytest_heron.sandbox.roles import scoring_role as scoring_role
     from pytest_heron.sandbox.statement import parse_sql as parse_sql
+    from pytest_heron.sandbox.uses import Name as Name
+    from pytest_heron.sandbox.uses import Uses as Uses
+    from pytest_heron.sandbox.uses import sql_uses as sql_uses
 
 _DOOR = {
     "DANGEROUS_FUNCTIONS": "roles",
@@ -61,7 +65,11 @@ _DOOR = {
     "create_adapter_role": "roles",
     "lock_down": "roles",
     "lock_down_citus": "roles",
+    "Name": "uses",
+    "Uses": "uses",
     "parse_sql": "statement",
+    "per_session_functions": "per_session",
+    "sql_uses": "uses",
     "prepare_scoring_role": "roles",
     "release_adapters": "roles",
     "scoring_role": "roles",

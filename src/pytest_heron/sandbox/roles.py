@@ -37,6 +37,8 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from pytest_heron.sandbox.per_session import lock_down_per_session
+
 # The per-role settings heron applies after RESET ALL. temp_file_limit bounds what one query may
 # spill to disk (a prediction's sort or hash of a cross join); gold runs as the admin, unbounded.
 TEMP_FILE_LIMIT = "2GB"
@@ -297,7 +299,8 @@ ORDER BY 1
 
 
 def lock_down(state_dsn: str) -> None:
-    """Revoke the dangerous functions from PUBLIC in one database (idempotent)."""
+    """Revoke the dangerous functions from PUBLIC in one database, and what varies per
+    connection or server (:mod:`.per_session`); idempotent."""
     with psycopg.connect(state_dsn, autocommit=True) as conn:
         rows = conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p"
@@ -310,6 +313,7 @@ def lock_down(state_dsn: str) -> None:
         if rows:  # one statement for every function: one round trip, not one per function
             signatures = ", ".join(str(signature) for (signature,) in rows)
             conn.execute(f"REVOKE EXECUTE ON FUNCTION {signatures} FROM PUBLIC")
+        lock_down_per_session(conn)
 
 
 # Functions of the citus extension a reading role still needs: the executor calls them as the

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
     from pytest_heron.scoring.score import score_question as score_question
     from pytest_heron.scoring.score import score_sql as score_sql
+    from pytest_heron.scoring.volatility import volatile_calls as volatile_calls
 
 _DOOR = {
     "Breakdown": "metrics",
@@ -59,5 +60,6 @@ _DOOR = {
     "score_question": "score",
     "score_sql": "score",
     "summary": "metrics",
+    "volatile_calls": "volatility",
 }
 __getattr__ = opener(globals(), _DOOR)

@@ -23,7 +23,7 @@ from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.scoring.similarity import exact_match
-from pytest_heron.scoring.volatility import VOLATILE, server_volatile_names, volatile_reason
+from pytest_heron.scoring.volatility import VOLATILE, server_catalog, volatile_reason
 from pytest_heron.systems import AdapterTimeout, System, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
@@ -252,9 +252,11 @@ def _run_on_states(
 ) -> tuple[Outcome, Any]:
     """Score ``sql`` on every state. An answer right on a state runs there a second time and
     must give the same rows (as a multiset), except on the first state when ``timed``: the
-    timing runs repeat it there (:func:`_efficiency`). An answer whose text calls a volatile
-    function (:mod:`~pytest_heron.scoring.volatility`) or whose repeat differs is wrong, with
-    a reason starting "volatile result"."""
+    timing runs repeat it there (:func:`_efficiency`); every run is a fresh connection
+    (:func:`pytest_heron.sandbox.execute`). An answer whose parse tree calls a volatile
+    function (:mod:`~pytest_heron.scoring.volatility`), directly or through a view, or whose
+    repeat differs is wrong, with a reason starting "volatile result" (also when it failed to
+    run because the scoring role may not call what it called)."""
     exact = exact_match(q.gold_sql, sql)
     out = dataclasses.replace(out, exact_match=exact)
     reasons: list[tuple[int, str]] = []
@@ -265,6 +267,9 @@ def _run_on_states(
     soft_f1: float | None = None
     first_rows: Any = None
     unstable: list[str] = []
+    # decided on the tree and the catalog before anything runs: an answer the roles refuse
+    # (pg_backend_pid(), pg_stat_activity) fails, and still names what it called
+    flagged = volatile_reason(sql, server_catalog(states[0].admin_dsn)) if states else None
     for i, state in enumerate(states):
         seed = str(state.seed)
         if state.seed not in gold_rows:
@@ -284,9 +289,10 @@ def _run_on_states(
         if not got.ok:
             verdicts[seed] = set_verdicts[seed] = False
             kind = ErrorKind(got.error_kind) if got.error_kind else ErrorKind.DB_ERROR
-            return out.failed(
+            failed = out.failed(
                 kind, got.error or "", correct_by_state=verdicts, correct_set_by_state=set_verdicts
-            ), None
+            )
+            return (failed if flagged is None else volatile(failed, flagged)), None
         gold_run: sandbox.GoldResult = gold_rows[state.seed]
         result = gold_run.compare(got.rows)
         verdicts[seed] = result.equal
@@ -325,10 +331,8 @@ def _run_on_states(
         soft_f1=soft_f1,
         reason=None if not reasons else "\n".join(filter(None, [joined_reasons(reasons), side])),
     )
-    if states:
-        flagged = volatile_reason(sql, server_volatile_names(states[0].admin_dsn))
-        if flagged is not None:
-            unstable.insert(0, flagged)
+    if flagged is not None:
+        unstable.insert(0, flagged)
     if unstable:
         done = volatile(done, "\n".join(unstable))
     return done, first_rows

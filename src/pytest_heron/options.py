@@ -169,6 +169,14 @@ OPTIONS: tuple[Option, ...] = (
         flag=True,
     ),
     Option(
+        "heron-adapter-python",
+        None,
+        "start a module:Class adapter's process with this Python (3.11+), the tool's own "
+        "environment; heron's wire module is put on its path, nothing else of heron's "
+        "(default: the Python running pytest)",
+        "PATH",
+    ),
+    Option(
         "heron-adapter-network",
         "auto",
         "the sandboxed adapter's network: shared (it may call an LLM), none (a network "
@@ -266,6 +274,7 @@ class Settings:
     resume: bool = False
     in_process: bool = False
     adapter_network: str = "auto"
+    adapter_python: Path | None = None
     protocol: Path | None = None
     predictions: Path | None = None
     save: str | None = None  # None: off; "": a name from the adapter and the commit
@@ -428,6 +437,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         prices=_absolute(raw["heron-prices"]),
         resume=_flag("heron-resume", raw["heron-resume"]),
         in_process=_flag("heron-in-process", raw["heron-in-process"]),
+        adapter_python=_absolute(raw["heron-adapter-python"]),
         adapter_network=_choice(
             "heron-adapter-network", raw["heron-adapter-network"], ADAPTER_NETWORKS
         ),

@@ -146,6 +146,7 @@ class HeronRun:
                 private=_outputs(settings, self.rootdir),
                 network=settings.adapter_network,
                 offline=settings.offline,
+                python=settings.adapter_python,
             )
         self.asks_a_model = asks_a_model(name, self.system.needs)
         if name not in NEEDS:  # the built-ins were checked above, before the process

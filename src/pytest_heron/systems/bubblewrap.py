@@ -45,6 +45,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_heron.core.types import BenchmarkContext
+from pytest_heron.systems.interpreter import Interpreter, wire_folder
 
 BWRAP_ENV = "HERON_BWRAP"  # a bwrap binary to use instead of the one on PATH
 NETWORKS = ("auto", "shared", "none")  # --heron-adapter-network
@@ -264,6 +265,7 @@ class Sandbox:
         shared: Path | None,
         network: str = "auto",
         offline: bool = False,
+        interpreter: Interpreter | None = None,
     ) -> None:
         assert found.binary is not None
         self.binary = found.binary
@@ -271,6 +273,7 @@ class Sandbox:
         self.asked_network = network
         self.offline = offline
         self.found = found
+        self.python = Interpreter.of(None) if interpreter is None else interpreter
         self.cwd = Path.cwd().resolve()
         self.protected = tuple(sorted({p.resolve() for p in protected}))
         self.shared = None if shared is None else shared.resolve()
@@ -323,9 +326,11 @@ class Sandbox:
 
     def import_paths(self) -> list[str]:
         """The folders shown whole: the interpreter's prefixes and the safe import paths."""
-        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-        candidates = {os.path.realpath(p) for p in [*prefixes, *sys.path] if p}
-        candidates.add(os.path.dirname(os.path.realpath(sys.executable)))
+        python = self.python
+        candidates = {os.path.realpath(p) for p in [*python.prefixes, *python.path] if p}
+        candidates.add(os.path.dirname(os.path.realpath(python.executable)))
+        if not python.own:  # the tool's Python: its import path, and the link to heron's wire
+            candidates.add(wire_folder())
         safe = whole_paths(candidates, cwd=self.cwd, protected=self.protected)
         return [p for p in safe if not _is_repo(p) and os.path.isdir(p)]
 
@@ -366,7 +371,7 @@ class Sandbox:
             *_base_mounts(),
             *self.mounts(),
             "--",
-            sys.executable,
+            self.python.executable,
             "-m",
             "pytest_heron.systems.child",
             "1",
@@ -406,7 +411,8 @@ class Sandbox:
         return str(link)
 
     def environment(self) -> dict[str, str]:
-        return child_environment(os.environ)
+        env = child_environment(os.environ)
+        return self.python.environment(env) or env
 
     def close(self) -> None:
         shutil.rmtree(self._files, ignore_errors=True)

@@ -29,7 +29,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_heron.core.errors import AdapterError, AdapterLookupError
+from pytest_heron.core.errors import AdapterError, AdapterLookupError, ConfigError
 from pytest_heron.core.types import Adapter, BenchmarkContext
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
@@ -87,6 +87,7 @@ def open_system(
     private: Sequence[Path] = (),
     network: str = "auto",
     offline: bool = False,
+    python: Path | None = None,
 ) -> System:
     """The answerer of ``--heron-adapter name``. Lookup order as in
     :func:`~pytest_heron.systems.registry.make_adapter` (entry points, the hook, ``module:attr``),
@@ -94,7 +95,8 @@ def open_system(
     :class:`ChildSystem` resolves the name in its own process, at once, so an unknown name still
     fails before the first question. ``covered``, ``private`` and ``shared`` are what an
     isolated adapter may not read (the harness's data; the run's outputs) and the LLM cache
-    folder it shares; ``network`` is ``--heron-adapter-network`` (see
+    folder it shares; ``network`` is ``--heron-adapter-network`` and ``python`` the
+    interpreter of ``--heron-adapter-python`` (see
     :mod:`pytest_heron.systems.bubblewrap` and :mod:`pytest_heron.systems.jail`)."""
     if name == "gold":
         return GoldSystem()
@@ -104,6 +106,11 @@ def open_system(
     made = None
     if name not in names and hook is not None:
         made = hook(name)
+    if python is not None and (in_process or made is not None):
+        raise ConfigError(
+            "--heron-adapter-python starts the adapter's own process: it cannot be combined "
+            "with --heron-in-process or an adapter made by the pytest_heron_make_adapter hook"
+        )
     if made is not None:
         where = f"the adapter made by pytest_heron_make_adapter({name!r})"
         again = hook
@@ -127,10 +134,20 @@ def open_system(
             note="--heron-in-process: it ran inside the pytest process (it could reach the "
             "scorer; a hang was abandoned, not killed)",
         )
+    from pytest_heron.systems.interpreter import Interpreter
     from pytest_heron.systems.process import ChildSystem
 
-    jail = jails.open_jail(name, covered, shared, private=private, network=network, offline=offline)
-    system = ChildSystem(name, timeout_s, jail=jail)
+    interpreter = Interpreter.of(python)
+    jail = jails.open_jail(
+        name,
+        covered,
+        shared,
+        private=private,
+        network=network,
+        offline=offline,
+        interpreter=interpreter,
+    )
+    system = ChildSystem(name, timeout_s, jail=jail, interpreter=interpreter)
     if jail is None:
         system.note = jails.missing_note()
     return system

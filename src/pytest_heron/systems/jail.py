@@ -55,6 +55,7 @@ from pytest_heron.core.types import BenchmarkContext
 
 if TYPE_CHECKING:
     from pytest_heron.systems.bubblewrap import Sandbox
+    from pytest_heron.systems.interpreter import Interpreter
 
 ADAPTER_USER = "heron-adapter"
 ENV = "HERON_ADAPTER_ISOLATION"  # "auto" (the default), "bubblewrap", "jail" or "none"
@@ -319,6 +320,7 @@ def open_jail(
     private: Sequence[Path] = (),
     network: str = "shared",
     offline: bool = False,
+    interpreter: Interpreter | None = None,
 ) -> Sandbox | Jail | None:
     """How the adapter's process is isolated, by ``HERON_ADAPTER_ISOLATION``: a bubblewrap
     :class:`~pytest_heron.systems.bubblewrap.Sandbox` where bwrap works, else (as root) a
@@ -341,10 +343,16 @@ def open_jail(
                 shared=shared,
                 network=network,
                 offline=offline,
+                interpreter=interpreter,
             )
         if asked == "bubblewrap":
             raise ConfigError(f"{ENV}=bubblewrap: {found.problem}")
     if possible():
+        if interpreter is not None and not interpreter.own:
+            raise ConfigError(
+                "--heron-adapter-python needs the bubblewrap sandbox (apt-get install "
+                f"bubblewrap) or {ENV}=none: the fallback jail runs heron's own Python"
+            )
         return Jail(covered, shared)
     if asked == "jail":
         raise ConfigError(f"{ENV}=jail: the hand-built jail needs root with CAP_SYS_ADMIN")

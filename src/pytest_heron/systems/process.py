@@ -10,7 +10,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from pytest_heron.core.types import BenchmarkContext, Prediction
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
 from pytest_heron.systems import jail as jails
+from pytest_heron.systems.interpreter import Interpreter
 from pytest_heron.systems.isolation import (
     CLOSE_GRACE_S,
     LOAD_GRACE_S,
@@ -81,9 +81,14 @@ class ChildSystem:
     loaded at once (the name is checked before the first question); ``ready`` prepares it."""
 
     def __init__(
-        self, name: str, timeout_s: float, jail: jails.Jail | Sandbox | None = None
+        self,
+        name: str,
+        timeout_s: float,
+        jail: jails.Jail | Sandbox | None = None,
+        interpreter: Interpreter | None = None,
     ) -> None:
         self.name = name
+        self._python = Interpreter.of(None) if interpreter is None else interpreter
         self.timeout_s = timeout_s
         self.note: str | None = None
         self._jail = jail
@@ -119,10 +124,10 @@ class ChildSystem:
 
     def _start(self) -> None:
         self._log.clear()
-        executable, env = sys.executable, None
+        executable, env = self._python.executable, self._python.environment(os.environ)
         fds: tuple[int, ...] = ()
         if self._jail is None:
-            command = [sys.executable, "-m", "pytest_heron.systems.child", str(os.getpid())]
+            command = [executable, "-m", "pytest_heron.systems.child", str(os.getpid())]
         else:  # in the sandbox (bubblewrap.py), or the fallback jail (jail.py)
             command = self._jail.command(os.getpid())
             executable, env = self._jail.executable(), self._jail.environment()
@@ -318,7 +323,7 @@ class ChildSystem:
         raise exc
 
     def _load(self, timeout_s: float) -> dict[str, Any]:
-        request = {"op": "load", "name": self.name, "sys_path": [p for p in sys.path if p]}
+        request = {"op": "load", "name": self.name, "sys_path": self._python.sys_path()}
         if self._proc is None:
             self._start()
         return self._call(request, timeout_s + LOAD_GRACE_S, "load")

@@ -147,7 +147,7 @@ def network(out: str, port: int) -> None:
     and cut (``--heron-adapter-network``)."""
     from pytest_heron.core.types import BenchmarkContext
     from pytest_heron.dataset import GoldQuestion
-    from pytest_heron.systems.isolation import open_system
+    from pytest_heron.systems.answerers import open_system
 
     folder = Path(tempfile.mkdtemp(prefix="heron-probe-"))
     (folder / "prober_adapter.py").write_text(PROBER)
@@ -183,7 +183,7 @@ def main(out: str, isolation: str) -> None:
     os.chdir(folder)
     from pytest_heron.core.types import BenchmarkContext
     from pytest_heron.dataset import GoldQuestion
-    from pytest_heron.systems.isolation import open_system
+    from pytest_heron.systems.answerers import open_system
 
     ctx = BenchmarkContext(
         dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="", tables=()

@@ -127,7 +127,7 @@ def _by_id(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_without_the_jail_the_conditions_say_so_and_the_board_refuses(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from pytest_heron.systems.isolation import open_system
+    from pytest_heron.systems.answerers import open_system
 
     monkeypatch.setenv(jail.ENV, "none")
     system = open_system("gold", timeout_s=5.0)

@@ -23,10 +23,10 @@ import pytest
 
 import hostile_scenario
 from inner import TWO_QUESTIONS
-from pytest_heron.core.errors import AdapterError, AdapterLookupError
+from pytest_heron.core.errors import AdapterError, AdapterLookupError, AdapterTimeout
 from pytest_heron.core.types import BenchmarkContext, Limits, Prediction
 from pytest_heron.dataset.questions import GoldQuestion
-from pytest_heron.systems.isolation import AdapterTimeout, open_system
+from pytest_heron.systems.answerers import open_system
 
 pytest_plugins = ["pytester"]
 

@@ -583,10 +583,9 @@ def test_a_request_given_up_on_has_its_connection_closed(tmp_path: Path) -> None
 
 
 def test_one_classification_of_out_of_time() -> None:
-    from pytest_heron.core.errors import ErrorKind, OutOfTime, adapter_failure_kind
+    from pytest_heron.core.errors import AdapterTimeout, ErrorKind, OutOfTime, adapter_failure_kind
     from pytest_heron.scoring.score import _adapter_failure
     from pytest_heron.systems.child import failure
-    from pytest_heron.systems.isolation import AdapterTimeout
 
     late = [LLMTimeout("out of time"), OutOfTime("late"), TimeoutError("late")]
     for exc in late:

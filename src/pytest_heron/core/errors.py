@@ -91,3 +91,9 @@ def adapter_failure_kind(exc: BaseException) -> ErrorKind:
 class ResultsFileError(HeronError):
     """A results file, journal record or submission file is not what it claims to be; the
     message names the record and the field."""
+
+
+class AdapterTimeout(Exception):
+    """The adapter did not answer within ``--heron-timeout`` (``adapter_timeout``). Not a
+    :class:`HeronError`: raised by the answerers (systems/answerers.py, systems/process.py) and
+    read by the scorer."""

@@ -17,14 +17,14 @@ from typing import Any
 
 from pytest_heron import compare, sandbox
 from pytest_heron.compare import set_equal
-from pytest_heron.core.errors import AdapterError, ErrorKind, adapter_failure_kind
+from pytest_heron.core.errors import AdapterError, AdapterTimeout, ErrorKind, adapter_failure_kind
 from pytest_heron.core.types import Prediction
 from pytest_heron.database import StateRef
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.scoring.similarity import exact_match
 from pytest_heron.scoring.volatility import VOLATILE, server_catalog, volatile_reason
-from pytest_heron.systems import AdapterTimeout, System, to_prediction
+from pytest_heron.systems import System, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
 
@@ -92,7 +92,7 @@ def score_question(
     time_runs: int = TIME_RUNS,
     samples: int = 1,
 ) -> Outcome:
-    """Ask ``system`` (the adapter, as :mod:`~pytest_heron.systems.isolation` runs it) for an
+    """Ask ``system`` (the adapter, as :mod:`~pytest_heron.systems.answerers` runs it) for an
     answer to ``q`` and score its SQL on every state. Never raises.
 
     With ``samples`` > 1 the adapter answers ``samples`` times; the outcome's own fields describe

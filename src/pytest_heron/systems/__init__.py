@@ -2,7 +2,7 @@
 
 - :mod:`.registry`: ``--heron-adapter NAME`` to an adapter; what ``generate`` returns to a
   :class:`~pytest_heron.core.types.Prediction`.
-- :mod:`.isolation`: how the harness asks an adapter (``gold`` by the harness itself, Python
+- :mod:`.answerers`: how the harness asks an adapter (``gold`` by the harness itself, Python
   adapters in a process of their own, :mod:`.child`; hook adapters and
   ``--heron-in-process`` in a thread).
 - :mod:`.builtin`: ``gold`` and ``cli``; :mod:`.raw_llm` and :mod:`.agent`: the built-in LLM
@@ -28,10 +28,9 @@ if TYPE_CHECKING:
     from pytest_heron.systems.agent import TOOLS as TOOLS
     from pytest_heron.systems.agent import AgentAdapter as AgentAdapter
     from pytest_heron.systems.agent import catalogue as catalogue
-    from pytest_heron.systems.isolation import AdapterTimeout as AdapterTimeout
-    from pytest_heron.systems.isolation import FileSystem as FileSystem
-    from pytest_heron.systems.isolation import System as System
-    from pytest_heron.systems.isolation import open_system as open_system
+    from pytest_heron.systems.answerers import FileSystem as FileSystem
+    from pytest_heron.systems.answerers import System as System
+    from pytest_heron.systems.answerers import open_system as open_system
     from pytest_heron.systems.llm.cache import CACHE_FILE as CACHE_FILE
     from pytest_heron.systems.llm.cache import ResponseCache as ResponseCache
     from pytest_heron.systems.llm.cache import default_cache_path as default_cache_path
@@ -59,13 +58,12 @@ if TYPE_CHECKING:
 
 _DOOR = {
     "AGENT_SYSTEM": "agent",
-    "AdapterTimeout": "isolation",
     "AgentAdapter": "agent",
     "CACHE_FILE": "llm.cache",
     "CELL_CHARS": "agent",
     "DEFAULT_MAX_TOKENS": "llm.client",
     "EmbeddingRanker": "retrieval.rankers",
-    "FileSystem": "isolation",
+    "FileSystem": "answerers",
     "MAX_AGENT_CALLS": "agent",
     "NEEDS": "preflight",
     "NOTHING_RAN": "agent",
@@ -75,7 +73,7 @@ _DOOR = {
     "ResponseCache": "llm.cache",
     "STRATEGIES": "raw_llm",
     "STUB_MODEL": "llm.stub",
-    "System": "isolation",
+    "System": "answerers",
     "TOOLS": "agent",
     "api_key": "llm.client",
     "asks_a_model": "preflight",
@@ -90,7 +88,7 @@ _DOOR = {
     "known_adapters": "registry",
     "load_predictions": "predictions",
     "missing_for": "predictions",
-    "open_system": "isolation",
+    "open_system": "answerers",
     "ranker": "retrieval.rankers",
     "serve": "llm.stub",
     "table_docs": "retrieval.rankers",

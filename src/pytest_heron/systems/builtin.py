@@ -27,7 +27,7 @@ class GoldAdapter:
     """Answers every question with its gold SQL: the sanity check that must score 100%.
 
     It is the harness's own reference, not a system under test: the harness answers ``gold``
-    from the question set with :meth:`answer` (see :mod:`pytest_heron.systems.isolation`); the
+    from the question set with :meth:`answer` (see :mod:`pytest_heron.systems.answerers`); the
     adapter protocol's ``generate`` gets a public :class:`Question`, which has no gold."""
 
     name = "gold"

@@ -15,7 +15,7 @@ failing every question the same way and writing a 0 % results file. Checked, in 
    not checked.
 
 The adapter being found and importable is checked when the run opens it
-(:func:`~pytest_heron.systems.isolation.open_system`); output paths and gold queries are
+(:func:`~pytest_heron.systems.answerers.open_system`); output paths and gold queries are
 checked by :class:`~pytest_heron.run.HeronRun`.
 """
 

@@ -14,26 +14,31 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pytest_heron.core.errors import AdapterError, AdapterLookupError, ErrorKind, InvalidPrediction
+from pytest_heron.core.errors import (
+    AdapterError,
+    AdapterLookupError,
+    AdapterTimeout,
+    ErrorKind,
+    InvalidPrediction,
+)
 from pytest_heron.core.types import BenchmarkContext, Prediction
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
 from pytest_heron.systems import jail as jails
 from pytest_heron.systems.interpreter import Interpreter
-from pytest_heron.systems.isolation import (
-    CLOSE_GRACE_S,
-    LOAD_GRACE_S,
-    LOG_TAIL_BYTES,
-    MAX_BILLED_BYTES,
-    MAX_BILLED_LINES,
-    MAX_MESSAGE_CHARS,
-    MAX_REPLY_BYTES,
-    AdapterTimeout,
-)
 from pytest_heron.systems.registry import wrong_type
 
 if TYPE_CHECKING:
     from pytest_heron.systems.bubblewrap import Sandbox
+
+
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
+MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
+MAX_BILLED_BYTES = 64 * 1024  # of one billing line (a usage dict is far smaller)
+MAX_BILLED_LINES = 10_000  # per request: one per LLM reply (an agent makes at most 20 calls)
+LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
+CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
+LOAD_GRACE_S = 30.0  # starting Python and importing the adapter: --heron-timeout plus this
 
 
 class _Overdue(Exception):

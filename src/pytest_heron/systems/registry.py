@@ -4,7 +4,7 @@ Lookup order for ``--heron-adapter NAME``: the ``pytest_heron.adapters`` entry-p
 the firstresult hook ``pytest_heron_make_adapter(config, name)`` (so a conftest.py can provide an
 adapter without packaging), then ``module:attr``. Only the name crosses process boundaries; each
 xdist worker builds its own instance. How the instance is then run (in a process of its own, by
-default) is :mod:`pytest_heron.systems.isolation`'s business; ``gold`` and ``cli`` are answered
+default) is :mod:`pytest_heron.systems.answerers`'s business; ``gold`` and ``cli`` are answered
 there by the harness itself.
 """
 

@@ -29,7 +29,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_heron.core.errors import AdapterError, AdapterLookupError, ConfigError
+from pytest_heron.core.errors import AdapterError, AdapterLookupError, AdapterTimeout, ConfigError
 from pytest_heron.core.types import Adapter, BenchmarkContext
 from pytest_heron.dataset import GoldQuestion
 from pytest_heron.systems import child as wire
@@ -38,19 +38,8 @@ from pytest_heron.systems.builtin import CliAdapter, GoldAdapter
 from pytest_heron.systems.predictions import PredictionFile
 from pytest_heron.systems.registry import GROUP, instantiate, known_adapters
 
-MAX_REPLY_BYTES = 64 * 1024 * 1024  # one reply from the adapter's process (a prediction, mostly)
-MAX_MESSAGE_CHARS = 4000  # of an error message that came from the adapter's process
-MAX_BILLED_BYTES = 64 * 1024  # of one billing line (a usage dict is far smaller)
 NO_NEEDS: Mapping[str, Any] = {"llm": False, "missing": []}  # gold and file: harness code only
-MAX_BILLED_LINES = 10_000  # per request: one per LLM reply (an agent makes at most 20 calls)
-LOG_TAIL_BYTES = 4000  # what is kept of the adapter process's prints (shown when it dies)
-CLOSE_GRACE_S = 2.0  # an idle process asked to exit gets this long before SIGKILL
 CLI_GRACE_S = 2.0  # the cli adapter enforces --heron-timeout itself; the thread waits this longer
-LOAD_GRACE_S = 30.0  # starting Python and importing the adapter: --heron-timeout plus this
-
-
-class AdapterTimeout(Exception):
-    """The adapter did not answer within ``--heron-timeout`` (``adapter_timeout``)."""
 
 
 class System(Protocol):

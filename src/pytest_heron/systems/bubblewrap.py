@@ -132,6 +132,18 @@ def probe() -> Probe:
     return Probe(binary, version, None)
 
 
+def socket_of(dsn: str) -> tuple[str, str] | None:
+    """``(socket file, port)`` when ``dsn`` reaches its server by a Unix socket, else None."""
+    from psycopg.conninfo import conninfo_to_dict  # not in the trampoline: it starts faster
+
+    params = conninfo_to_dict(dsn)
+    host = str(params.get("host") or "")
+    if not host.startswith("/") or "," in host:
+        return None
+    port = str(params.get("port") or "5432")
+    return os.path.join(host, f".s.PGSQL.{port}"), port
+
+
 def _supports(version: str | None, major: int, minor: int) -> bool:
     try:
         parts = [int(p) for p in (version or "").split(".")[:2]]
@@ -301,8 +313,6 @@ class Sandbox:
     def expose(self, dsn: str) -> bool:
         """Note the socket ``dsn`` names (bound at the next start); whether the running
         process must be restarted to see it."""
-        from pytest_heron.systems.jail import socket_of
-
         found = socket_of(dsn)
         if found is None or found == self.socket:
             return False
@@ -313,8 +323,6 @@ class Sandbox:
         """``ctx`` as the adapter sees it: the DSN through the bound socket, the LLM cache in
         the bound folder."""
         from psycopg.conninfo import make_conninfo
-
-        from pytest_heron.systems.jail import socket_of
 
         dsn = ctx.dsn
         if dsn and self.socket is not None and socket_of(dsn) == self.socket:

@@ -52,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_heron.core.errors import ConfigError
 from pytest_heron.core.types import BenchmarkContext
+from pytest_heron.systems import bubblewrap
+from pytest_heron.systems.bubblewrap import socket_of as socket_of
 
 if TYPE_CHECKING:
     from pytest_heron.systems.bubblewrap import Sandbox
@@ -159,18 +161,6 @@ def private_root() -> Path:
 
 def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
-
-
-def socket_of(dsn: str) -> tuple[str, str] | None:
-    """``(socket file, port)`` when ``dsn`` reaches its server by a Unix socket, else None."""
-    from psycopg.conninfo import conninfo_to_dict  # not in the trampoline: it starts faster
-
-    params = conninfo_to_dict(dsn)
-    host = str(params.get("host") or "")
-    if not host.startswith("/") or "," in host:
-        return None
-    port = str(params.get("port") or "5432")
-    return os.path.join(host, f".s.PGSQL.{port}"), port
 
 
 class Jail:
@@ -328,8 +318,6 @@ def open_jail(
     error naming what is missing. ``covered`` are the paths the adapter must not read (the jail
     covers them; the sandbox shows nothing it was not given, and keeps them and ``private``,
     the run's outputs, out even where they lie inside a folder it is shown)."""
-    from pytest_heron.systems import bubblewrap
-
     asked = choice()
     if asked == NONE:
         return None
@@ -362,8 +350,6 @@ def open_jail(
 def missing_note() -> str | None:
     """One line saying why an adapter runs unisolated, when isolation was asked for (the
     default) and is not possible here; None when it is possible or was turned off."""
-    from pytest_heron.systems import bubblewrap
-
     if choice() == NONE:
         return None
     found = bubblewrap.probe()

@@ -78,6 +78,8 @@ SLOWEST_FILES_FIRST = (
     "test_submissions.py",
     "test_cli.py",
     "test_adapter_isolation.py",
+    "test_sandbox_isolation.py",
+    "test_adapter_python.py",
     "test_variants_board.py",
     "test_quality.py",
 )

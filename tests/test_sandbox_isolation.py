@@ -40,14 +40,14 @@ def _passable(path: Path) -> bool:
     return all(os.stat(p).st_mode & 0o001 for p in [*reversed(path.parents), path])
 
 
-def _unprivileged_command() -> tuple[list[str], dict[str, str], str]:
+def _unprivileged_command(*args: str) -> tuple[list[str], dict[str, str], str]:
     """How to start the probe as a user that is not root, and which way was taken: the suite's
     own user when it is not root; else ``setpriv`` to ``nobody`` with the system's Python of
     this minor version (when the checkout is readable to others); else a user namespace of its
     own (``unshare --user``: no capability over the host, as an unprivileged user has none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERON_")}
     if os.geteuid() != 0:
-        return [sys.executable, str(PROBE)], env, "the suite's user"
+        return [sys.executable, *args], env, "the suite's user"
     system = Path(f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}")
     site = Path(sysconfig.get_paths()["purelib"])
     setpriv = shutil.which("setpriv")
@@ -57,11 +57,11 @@ def _unprivileged_command() -> tuple[list[str], dict[str, str], str]:
             PYTHONPATH=os.pathsep.join([str(site), str(ROOT / "src"), str(ROOT)]),
         )
         command = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-        return [*command, str(system), str(PROBE)], env, "nobody (setpriv)"
+        return [*command, str(system), *args], env, "nobody (setpriv)"
     unshare = shutil.which("unshare")
     assert unshare, "needs setpriv or unshare (util-linux)"
     command = [unshare, "--user", f"--map-user={NOBODY}", f"--map-group={NOBODY}"]
-    return [*command, sys.executable, str(PROBE)], env, "a user namespace (unshare)"
+    return [*command, sys.executable, *args], env, "a user namespace (unshare)"
 
 
 def _probe(command: list[str], env: dict[str, str], out: Path, isolation: str) -> Any:
@@ -106,12 +106,86 @@ def test_a_harness_that_is_not_root_isolates_its_adapters_too() -> None:
     folder = Path(tempfile.mkdtemp(prefix="heron-unprivileged-"))  # pytest's is root's alone
     try:
         folder.chmod(0o777)  # the unprivileged probe writes its report here
-        command, env, how = _unprivileged_command()
+        command, env, how = _unprivileged_command(str(PROBE))
         report = _probe(command, env, folder / "unprivileged.json", "auto")
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     assert report["uid"] != 0, how
     _sealed_off(report)
+
+
+WHO = """
+import os
+
+
+class Who:
+    name = "who"
+
+    def prepare(self, ctx):
+        pass
+
+    def conditions(self, ctx):
+        return {"uid": os.getuid(), "root": ",".join(sorted(os.listdir("/")))}
+
+    def generate(self, q):
+        return "SELECT 1 AS one"
+"""
+ONE = """\
+- id: w001
+  question: What is one?
+  gold_sql: SELECT 1 AS one
+  gold_tables: []
+  shape: single
+  retrieval: named
+"""
+
+
+def test_a_run_by_a_harness_that_is_not_root_is_isolated() -> None:
+    """The whole plugin, run by a user that is not root (its own embedded server and ``tiny``
+    state in a cache folder of its own): the conditions name the sandbox."""
+    _need_bwrap()
+    folder = Path(tempfile.mkdtemp(prefix="heron-unprivileged-run-"))
+    try:
+        (folder / "who_adapter.py").write_text(WHO)
+        (folder / "questions").mkdir()
+        (folder / "questions" / "set.yaml").write_text(ONE)
+        command, env, how = _unprivileged_command(
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "--heron-adapter=who_adapter:Who",
+            f"--heron-questions={folder / 'questions'}",
+            f"--heron-output={folder / 'out.json'}",
+            "--heron-scale=tiny",
+            "--heron-states=1",
+        )
+        for path in [folder, *folder.rglob("*")]:  # the run's own folders, not world-writable
+            path.chmod(0o755 if path.is_dir() else 0o644)
+            if how.startswith("nobody"):
+                os.chown(path, NOBODY, NOBODY)
+        env.update(
+            HERON_CACHE_DIR=str(folder / "cache"),
+            TMPDIR=str(folder),  # the embedded server's lock file is made there
+            HOME=str(folder),
+            PYTHONPATH=os.pathsep.join(filter(None, [str(folder), env.get("PYTHONPATH")])),
+        )
+        env.pop("PYTEST_ADDOPTS", None)
+        done = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=GUARD_S, cwd=folder
+        )
+        assert done.returncode == 0, (how, done.stdout[-3000:], done.stderr[-3000:])
+        doc = json.loads((folder / "out.json").read_text())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    conditions = doc["conditions"]
+    assert conditions["adapter_isolation"] == jail.NAMESPACE, how
+    assert conditions["adapter_sandbox"].startswith("bubblewrap "), conditions
+    seen = conditions["adapter_conditions"]
+    assert seen["uid"] == bubblewrap.UID and "heron-unprivileged-run" not in seen["root"]
+    assert [q["correct"] for q in doc["questions"]] == [True]
 
 
 def test_without_isolation_the_same_probe_reaches_and_the_daemon_survives(

@@ -21,8 +21,9 @@ from contextlib import contextmanager
 import psycopg
 from psycopg import sql
 
+from pytest_heron.database.manifest import read_manifest, valid
 from pytest_heron.database.server import Server
-from pytest_heron.database.states import State, _read_manifest, _valid, ensure_state, reader_role
+from pytest_heron.database.states import State, ensure_state, reader_role
 
 TEMPLATE = "heron_test_template_tiny_42"  # read by no test: the source of every copy
 PREFIX = "heron_test_copy_"
@@ -32,7 +33,7 @@ BUSY_WAIT_S = 120.0  # how long a copy waits for a template another process is p
 def _template(server: Server) -> None:
     """Build (or check) :data:`TEMPLATE`; its manifest is read without connecting to it."""
     with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        if _valid(_read_manifest(conn, TEMPLATE), TEMPLATE):
+        if valid(read_manifest(conn, TEMPLATE), TEMPLATE):
             return
     ensure_state(server, "tiny", 42, database=TEMPLATE)
 
@@ -55,7 +56,7 @@ def _create_copy(server: Server, name: str) -> dict[str, object]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.5)
-        manifest = dict(_read_manifest(conn, TEMPLATE), database=name)
+        manifest = dict(read_manifest(conn, TEMPLATE), database=name)
         conn.execute(
             sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                 sql.Identifier(name), sql.Literal(json.dumps(manifest, sort_keys=True))

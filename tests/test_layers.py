@@ -11,7 +11,15 @@ a layer. The rules, each failing with a sentence that names the file, the line a
    ``__init__``), never ``pytest_heron.<stage>.<module>``; ``core`` is the exception, its small
    leaves are imported by name;
 4. the field's adapters (``adapters/``, installed as ``heron_adapters``) use the public API only,
-   as a third-party adapter would.
+   as a third-party adapter would;
+5. no circle between the modules of one unit (rooms see inside: a split file whose halves import
+   each other is one responsibility in two files);
+6. no private name (``_x``) is imported from another module, in ``src/`` or ``adapters/``: what
+   two modules share is public in one of them;
+7. each door's two name lists (the ``TYPE_CHECKING`` imports and the ``_DOOR`` map) agree.
+
+A module over 600 lines is a warning naming it, not a failure: split it along a responsibility,
+never trim a comment to fit.
 
 The checker is pure (:func:`problems` takes the sources); the last tests feed it a climbing
 import, a circle and a reach past a door to show it fails.
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -112,9 +121,26 @@ def problems(sources: Mapping[str, str], packages: frozenset[str]) -> list[str]:
     ``packages``: the module names that are packages (``__init__``)."""
     found: list[str] = []
     edges: dict[str, set[str]] = {}
+    rooms: dict[str, set[str]] = {}  # module -> modules of the same unit it imports
     for name in sorted(sources):
+        found.extend(door_problems(name, sources[name]) if name in packages else [])
         for line, module, imported in imports_of(name, sources[name], name in packages):
             target = resolve(module, imported, sources)
+            if (
+                imported.startswith("_")
+                and not imported.startswith("__")
+                and target in sources
+                and target != name
+            ):
+                found.append(
+                    f"{name}:{line} imports the private name {imported} from {target}: make it "
+                    "public where it lives (or move it to the module both need)"
+                )
+            same = unit_of(name) is not None and unit_of(name) == unit_of(target)
+            # a door is the unit's own face, not a room: only module-to-module imports count
+            rooms_only = name not in packages and target not in packages
+            if same and rooms_only and target in sources and target != name:
+                rooms.setdefault(name, set()).add(target)
             if name.startswith("heron_adapters"):
                 if target.startswith("pytest_heron") and target not in PUBLIC:
                     found.append(
@@ -146,7 +172,43 @@ def problems(sources: Mapping[str, str], packages: frozenset[str]) -> list[str]:
                     f"(add the name to {door}'s __init__ if it is missing)"
                 )
     found.extend(f"circle between units: {' -> '.join(c)}" for c in circles(edges))
+    found.extend(
+        f"circle between modules of {unit_of(c[0])}: {' -> '.join(c)} (one responsibility in "
+        "two files: merge them, or move what both need to a module of its own)"
+        for c in circles(rooms)
+    )
     return found
+
+
+def door_problems(name: str, source: str) -> list[str]:
+    """A door whose ``TYPE_CHECKING`` imports and ``_DOOR`` map name different things."""
+    tree = ast.parse(source)
+    typed: dict[str, str] = {}
+    door: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom) and inner.module:
+                    for alias in inner.names:
+                        typed[alias.asname or alias.name] = inner.module
+        named = isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "_DOOR" for t in node.targets
+        )
+        if named and isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
+            for key, value in zip(node.value.keys, node.value.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                    door[str(key.value)] = f"{name}.{value.value}"
+    if not door:
+        return []
+    out = []
+    for missing in sorted(set(typed) - set(door)):
+        out.append(f"{name}: {missing} is typed in the door but missing from _DOOR")
+    for missing in sorted(set(door) - set(typed)):
+        out.append(f"{name}: {missing} is in _DOOR but not among the TYPE_CHECKING imports")
+    for both in sorted(set(door) & set(typed)):
+        if door[both] != typed[both]:
+            out.append(f"{name}: {both} comes from {typed[both]} when typed, {door[both]} in _DOOR")
+    return out
 
 
 def circles(edges: Mapping[str, set[str]]) -> list[list[str]]:
@@ -220,7 +282,12 @@ def test_rooms_of_a_size_one_can_hold() -> None:
     assert len(top) <= 8, f"{len(top)} modules at the top of pytest_heron: {top}"
     for path in sorted([*PACKAGE.rglob("*.py"), *(ROOT / "adapters").rglob("*.py")]):
         lines = len(path.read_text(encoding="utf-8").splitlines())
-        assert lines <= 600, f"{path.relative_to(ROOT)} has {lines} lines (at most 600)"
+        if lines > 600:
+            warnings.warn(
+                f"{path.relative_to(ROOT)} has {lines} lines: split it along a responsibility "
+                "when one shows; never trim a comment to fit",
+                stacklevel=1,
+            )
 
 
 # -- the checker fails when it should -------------------------------------------------------------
@@ -279,3 +346,50 @@ def test_an_adapter_reaching_inside_fails() -> None:
     inside = "from pytest_heron.systems.llm.client import ChatClient\n"
     found = problems({**BASE, "heron_adapters.x": inside}, PKGS)
     assert len(found) == 1 and "an adapter uses the public API only" in found[0]
+
+
+def test_a_circle_inside_a_unit_fails() -> None:
+    found = problems(
+        {
+            **BASE,
+            "pytest_heron.compare.rows": "from pytest_heron.compare.cols import c\n",
+            "pytest_heron.compare.cols": "def f():\n    from pytest_heron.compare.rows import r\n",
+        },
+        PKGS,
+    )
+    assert any(
+        f.startswith(
+            "circle between modules of compare: pytest_heron.compare.cols -> "
+            "pytest_heron.compare.rows -> pytest_heron.compare.cols"
+        )
+        for f in found
+    ), found
+
+
+def test_a_private_name_from_another_module_fails() -> None:
+    found = problems(
+        {**BASE, "pytest_heron.compare.cols": "from pytest_heron.compare.rows import _pair\n"},
+        PKGS,
+    )
+    assert found == [
+        "pytest_heron.compare.cols:1 imports the private name _pair from "
+        "pytest_heron.compare.rows: make it public where it lives (or move it to the module "
+        "both need)"
+    ]
+
+
+def test_a_door_whose_two_lists_differ_fails() -> None:
+    door = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pytest_heron.compare.rows import pair as pair\n"
+        "    from pytest_heron.compare.rows import only_typed as only_typed\n"
+        '_DOOR = {"pair": "cols", "only_door": "rows"}\n'
+    )
+    found = problems({**BASE, "pytest_heron.compare": door}, PKGS)
+    assert found == [
+        "pytest_heron.compare: only_typed is typed in the door but missing from _DOOR",
+        "pytest_heron.compare: only_door is in _DOOR but not among the TYPE_CHECKING imports",
+        "pytest_heron.compare: pair comes from pytest_heron.compare.rows when typed, "
+        "pytest_heron.compare.cols in _DOOR",
+    ]

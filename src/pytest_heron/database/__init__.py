@@ -1,7 +1,9 @@
 """Stage 1: a PostgreSQL 16 server and the seeded states the benchmark runs on.
 
 - :mod:`.server`: where the server comes from (embedded, Docker, any DSN).
-- :mod:`.states`: one database per ``(scale, seed)``, built once, stamped and reused.
+- :mod:`.states`: one database per ``(scale, seed)``, built once, stamped and reused;
+  :mod:`.citus`: the same on a Citus cluster; :mod:`.manifest`: what both share (the stamp,
+  the :class:`State` records, the build lock, the scoring role's grants).
 - :mod:`.checksum`: per-table checksums of a state (what ``heron checksum`` prints).
 - :mod:`.introspect`: what the live catalogue says (foreign keys).
 """
@@ -20,23 +22,23 @@ if TYPE_CHECKING:
     from pytest_heron.database.introspect import by_column as by_column
     from pytest_heron.database.introspect import column_pairs as column_pairs
     from pytest_heron.database.introspect import foreign_keys as foreign_keys
+    from pytest_heron.database.manifest import State as State
+    from pytest_heron.database.manifest import StateRef as StateRef
+    from pytest_heron.database.manifest import state_name as state_name
     from pytest_heron.database.server import Server as Server
     from pytest_heron.database.server import choose as choose
     from pytest_heron.database.server import embedded as embedded
     from pytest_heron.database.server import from_dsn as from_dsn
     from pytest_heron.database.server import redacted as redacted
     from pytest_heron.database.server import start as start
-    from pytest_heron.database.states import State as State
-    from pytest_heron.database.states import StateRef as StateRef
     from pytest_heron.database.states import ensure_state as ensure_state
     from pytest_heron.database.states import seed_jobs as seed_jobs
-    from pytest_heron.database.states import state_name as state_name
 
 _DOOR = {
     "ForeignKey": "introspect",
     "Server": "server",
-    "State": "states",
-    "StateRef": "states",
+    "State": "manifest",
+    "StateRef": "manifest",
     "by_column": "introspect",
     "choose": "server",
     "citus_state_name": "citus",
@@ -48,7 +50,7 @@ _DOOR = {
     "redacted": "server",
     "seed_jobs": "states",
     "start": "server",
-    "state_name": "states",
+    "state_name": "manifest",
     "table_checksums": "checksum",
     "total_line": "checksum",
 }

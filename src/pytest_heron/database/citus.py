@@ -9,25 +9,24 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pytest_heron.core.errors import BackendError, ConfigError
-from pytest_heron.database.server import Server
-from pytest_heron.database.states import (
+from pytest_heron.database.manifest import (
     MANIFEST_FORMAT,
     Progress,
     State,
-    _comment,
-    _grant_reader,
-    _harness_key,
-    _lock,
-    _lock_key,
-    _read_manifest,
-    _schemas,
-    _stamp,
-    _state,
-    _valid,
+    build_lock,
+    comment,
+    grant_reader,
+    harness_key,
+    make_state,
+    read_manifest,
     seeding_progress,
     server_label,
+    stamp,
     state_name,
+    valid,
 )
+from pytest_heron.database.manifest import schemas as schema_names
+from pytest_heron.database.server import Server
 from pytest_heron.generate import load_bundle
 from pytest_heron.sandbox import (
     close_database,
@@ -174,72 +173,66 @@ def ensure_citus_state(
     say = progress or (lambda _msg: None)
     name = database or citus_state_name(scale, seed)
     schemas = [m.name for m in load_bundle().modules]
-    with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-        _lock(conn, name, say)
-        try:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-            if exists.fetchone() is None:
-                if not distribute:
-                    raise BackendError(f"database {name!r} does not exist")
-                prepare_citus_database(server, name, say)
-                _comment(conn, name, {"format": MANIFEST_FORMAT, "database": name, "owned": True})
-            manifest = _read_manifest(conn, name)
-            owned = bool(manifest.get("owned"))
-            if replace or not _valid(manifest, name, "citus", distribute):
-                with psycopg.connect(server.dsn(name), autocommit=True) as db:
-                    present = [
-                        str(r[0])
-                        for r in db.execute(
-                            "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s) ORDER BY 1",
-                            (schemas,),
-                        ).fetchall()
-                    ]
-                    if present and manifest.get("database") != name:
-                        raise BackendError(
-                            f"database {name!r} already has the schema(s) {', '.join(present)},"
-                            " which heron did not build there; seed into an empty database"
-                        )
-                    # Stamped before the build, so a half-built state is recognised as ours.
-                    _comment(
-                        conn, name, {"format": MANIFEST_FORMAT, "database": name, "owned": owned}
+    with psycopg.connect(server.admin_dsn, autocommit=True) as conn, build_lock(conn, name, say):
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if exists.fetchone() is None:
+            if not distribute:
+                raise BackendError(f"database {name!r} does not exist")
+            prepare_citus_database(server, name, say)
+            comment(conn, name, {"format": MANIFEST_FORMAT, "database": name, "owned": True})
+        manifest = read_manifest(conn, name)
+        owned = bool(manifest.get("owned"))
+        if replace or not valid(manifest, name, "citus", distribute):
+            with psycopg.connect(server.dsn(name), autocommit=True) as db:
+                present = [
+                    str(r[0])
+                    for r in db.execute(
+                        "SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s) ORDER BY 1",
+                        (schemas,),
+                    ).fetchall()
+                ]
+                if present and manifest.get("database") != name:
+                    raise BackendError(
+                        f"database {name!r} already has the schema(s) {', '.join(present)},"
+                        " which heron did not build there; seed into an empty database"
                     )
-                    if present:
-                        say(f"{name}: stamp missing or stale; dropping its heron schemas")
-                    for schema in present:
-                        db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
-                say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
-                from pytest_heron.generate import seed_database
+                # Stamped before the build, so a half-built state is recognised as ours.
+                comment(conn, name, {"format": MANIFEST_FORMAT, "database": name, "owned": owned})
+                if present:
+                    say(f"{name}: stamp missing or stale; dropping its heron schemas")
+                for schema in present:
+                    db.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+            say(f"{name}: seeding scale={scale} seed={seed} layout=citus")
+            from pytest_heron.generate import seed_database
 
-                result = seed_database(
-                    server.dsn(name),
-                    scale,
-                    seed,
-                    jobs=jobs,
-                    progress=seeding_progress(say, name),
-                    layout="citus",
-                    distribute=distribute,
-                )
-                extra: dict[str, object] = {"layout": "citus", "distributed": distribute}
-                if owned:
-                    extra["owned"] = True
-                if distribute:
-                    with psycopg.connect(server.dsn(name)) as db:
-                        extra["nodes"] = _node_count(db)
-                manifest = _stamp(conn, name, scale, seed, result, extra)
-                say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+            result = seed_database(
+                server.dsn(name),
+                scale,
+                seed,
+                jobs=jobs,
+                progress=seeding_progress(say, name),
+                layout="citus",
+                distribute=distribute,
+            )
+            extra: dict[str, object] = {"layout": "citus", "distributed": distribute}
+            if owned:
+                extra["owned"] = True
             if distribute:
-                _citus_settings(server, name)
-                login = _grant_citus_reader(server, name, owned)
-            else:
-                login = _grant_reader(server, name, exclusive=False)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(4242, %s)", (_lock_key(name),))
+                with psycopg.connect(server.dsn(name)) as db:
+                    extra["nodes"] = _node_count(db)
+            manifest = stamp(conn, name, scale, seed, result, extra)
+            say(f"{name}: ready ({result.rows:,} rows in {result.seconds:.1f}s)")
+        if distribute:
+            _citus_settings(server, name)
+            login = _grant_citus_reader(server, name, owned)
+        else:
+            login = grant_reader(server, name, exclusive=False)
     if not distribute:
-        return _state(server, scale, seed, name, manifest, login, adapter=False)
+        return make_state(server, scale, seed, name, manifest, login, adapter=False)
     state_dsn = server.dsn(name)
     adapter_dsn = None
     if adapter:  # roles are made through the state database, where Citus propagates them
-        role, password = create_adapter_role(state_dsn, state_dsn, name, _schemas())
+        role, password = create_adapter_role(state_dsn, state_dsn, name, schema_names())
         adapter_dsn = server.dsn(name, user=role, password=password)
     return State(
         scale=scale,
@@ -268,7 +261,9 @@ def _grant_citus_reader(server: Server, name: str, owned: bool) -> tuple[str, st
     nodes = citus_node_dsns(state_dsn, citus_workers(state_dsn))
     if owned:  # on the coordinator, where clients connect; workers take the coordinator's
         close_database(server.admin_dsn, state_dsn, name)
-    login = prepare_scoring_role(state_dsn, state_dsn, name, _schemas(), key=_harness_key(server))
+    login = prepare_scoring_role(
+        state_dsn, state_dsn, name, schema_names(), key=harness_key(server)
+    )
     for dsn in nodes:
         lock_down_citus(dsn)
     return login

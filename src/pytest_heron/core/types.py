@@ -76,12 +76,20 @@ class BenchmarkContext:
 
 @dataclass
 class Prediction:
-    """An adapter's answer to one question."""
+    """An adapter's answer to one question.
+
+    ``tables_in_context`` is the set of tables the system put in its model's context (order
+    ignored); ``tables_ranked`` is its table retrieval's ranking, best first, when it has one.
+    Set-Recall@k reads the top k of the ranking; a context given only as a set counts at its
+    own size (no credit at a k smaller than the set). Without ``tables_in_context`` the
+    ranking is taken as the context. Both None (the whole schema in context): Set-Recall n/a.
+    """
 
     sql: str
     tables_in_context: list[str] | None = None
     usage: dict[str, int] | None = None
     trace: Any = None
+    tables_ranked: list[str] | None = None
 
 
 @runtime_checkable
@@ -89,7 +97,8 @@ class Adapter(Protocol):
     """A text-to-SQL system under test.
 
     ``generate`` may return a :class:`Prediction`, a SQL string, or a mapping with key ``sql``
-    (optionally ``tables`` and ``usage``); raising marks the question as ``adapter_error``.
+    (optionally ``tables``, ``tables_ranked`` and ``usage``); raising marks the question as
+    ``adapter_error``.
 
     An adapter named by an entry point or ``module:attr`` runs in a process of its own (one per
     pytest process): it is imported, instantiated and prepared there, receives each

@@ -8,12 +8,13 @@ from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
 from pytest_heron.scoring import (
-    GRADE_WEIGHTS,
     REF_LATENCY_S,
     REF_TOKENS_PER_Q,
     Bucket,
     Summary,
     error_kinds,
+    grade_formula,
+    grade_note,
 )
 
 
@@ -130,6 +131,21 @@ def figures_line(c: Conditions, m: Summary) -> str:
     )
 
 
+def retrieval_line(m: Summary, n: int) -> str:
+    """Set-Recall@5/@10/@20 beside the context's size and how many answers were ranked: n/a
+    when the adapter reported no tables (the whole schema in context)."""
+    if m.set_recall_at_k:
+        at_k = "".join(f"@{k} {_fmt(v)}, " for k, v in m.set_recall_at_k.items()).rstrip(", ")
+    else:
+        at_k = "@k: n/a (no tables reported: the whole schema in context)"
+    size = "n/a" if m.context_tables_median is None else f"{m.context_tables_median:g} tables"
+    ranked = "n/a" if m.tables_ranked_n is None else f"{m.tables_ranked_n}/{n}"
+    return (
+        f"Set-Recall{at_k}   median context: {size}   ranked lists: {ranked} (an unranked set "
+        f"counts at its own size)   Set-Recall of the whole context: {_fmt(m.set_recall)}"
+    )
+
+
 FIGURES_LEGEND = (
     "legend: set-EX = EX with duplicates and row order ignored (how BIRD counts; the gap to EX "
     "is what set comparison over-counts); pass^k = all k of k samples right (reliability; "
@@ -147,18 +163,21 @@ def summary_lines(results: Results) -> list[str]:
     lines = [
         conditions_line(c),
         f"{subset}multi-state EX@1 (all {c.states} states): {_fmt(m.ex_multistate)}   "
+        f"Soft-F1 (partial credit, not in the Grade): {_fmt(m.soft_f1)}   "
         f"EX@1 (seed {first} only): {_fmt(m.ex1)}   "
-        f"errors: {m.errors}/{n}   Set-Recall: {_fmt(m.set_recall)}   "
+        f"errors: {m.errors}/{n}   "
         f"latency median/p90: {_fmt(m.latency_s_median, 's')}/"
         f"{_fmt(m.latency_s_p90, 's')}",
         f"95% bootstrap interval of multi-state EX: {_interval(m.ex_multistate_ci95)}   "
         f"exact match (sqlglot-normalised SQL, not EX): {_fmt(m.exact_match)}   "
-        f"Soft-F1: {_fmt(m.soft_f1)}   VES (seed {first}): {_fmt(m.ves, '')}",
-        f"Grade: {_fmt(m.grade, '')} = "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in GRADE_WEIGHTS.items())
-        + f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q,"
-        f" L_ref={REF_LATENCY_S:g}s)",
+        f"VES (seed {first}): {_fmt(m.ves, '')}",
+        f"Grade: {_fmt(m.grade, '')} = {grade_formula()}"
+        f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q, L_ref={REF_LATENCY_S:g}s)",
     ]
+    note = grade_note(m.ex_multistate, m.grade)
+    if note:
+        lines.append(note)
+    lines.append(retrieval_line(m, n))
     lines.append(usage_line(c, m))
     lines.append(figures_line(c, m))
     lines.append(FIGURES_LEGEND)

@@ -1,6 +1,6 @@
 """Stage 6: one question scored (:mod:`.score`, its record :mod:`.outcome`), metrics over all
-outcomes (:mod:`.metrics`), Set-Recall@k of the retrieval baselines (:mod:`.recall`), and
-list prices (:mod:`.pricing`)."""
+outcomes (:mod:`.metrics`), the Grade (:mod:`.grading`), Set-Recall@k of the retrieval baselines
+(:mod:`.recall`), and list prices (:mod:`.pricing`)."""
 
 from typing import TYPE_CHECKING
 
@@ -9,9 +9,13 @@ from pytest_heron.core.door import opener
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
-    from pytest_heron.scoring.metrics import GRADE_WEIGHTS as GRADE_WEIGHTS
-    from pytest_heron.scoring.metrics import REF_LATENCY_S as REF_LATENCY_S
-    from pytest_heron.scoring.metrics import REF_TOKENS_PER_Q as REF_TOKENS_PER_Q
+    from pytest_heron.scoring.grading import GRADE_WEIGHTS as GRADE_WEIGHTS
+    from pytest_heron.scoring.grading import PER_RIGHT_ANSWER as PER_RIGHT_ANSWER
+    from pytest_heron.scoring.grading import REF_LATENCY_S as REF_LATENCY_S
+    from pytest_heron.scoring.grading import REF_TOKENS_PER_Q as REF_TOKENS_PER_Q
+    from pytest_heron.scoring.grading import grade as grade
+    from pytest_heron.scoring.grading import grade_formula as grade_formula
+    from pytest_heron.scoring.grading import grade_note as grade_note
     from pytest_heron.scoring.metrics import Breakdown as Breakdown
     from pytest_heron.scoring.metrics import Bucket as Bucket
     from pytest_heron.scoring.metrics import Summary as Summary
@@ -19,7 +23,6 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.metrics import error_kinds as error_kinds
     from pytest_heron.scoring.metrics import ex_multistate as ex_multistate
     from pytest_heron.scoring.metrics import failure_mode as failure_mode
-    from pytest_heron.scoring.metrics import grade as grade
     from pytest_heron.scoring.metrics import mcnemar_exact as mcnemar_exact
     from pytest_heron.scoring.metrics import summary as summary
     from pytest_heron.scoring.outcome import FIELDS as FIELDS
@@ -38,10 +41,11 @@ _DOOR = {
     "Breakdown": "metrics",
     "Bucket": "metrics",
     "FIELDS": "outcome",
-    "GRADE_WEIGHTS": "metrics",
+    "GRADE_WEIGHTS": "grading",
     "Outcome": "outcome",
-    "REF_LATENCY_S": "metrics",
-    "REF_TOKENS_PER_Q": "metrics",
+    "PER_RIGHT_ANSWER": "grading",
+    "REF_LATENCY_S": "grading",
+    "REF_TOKENS_PER_Q": "grading",
     "Sample": "outcome",
     "Summary": "metrics",
     "TIME_RUNS": "score",
@@ -49,7 +53,9 @@ _DOOR = {
     "error_kinds": "metrics",
     "ex_multistate": "metrics",
     "failure_mode": "metrics",
-    "grade": "metrics",
+    "grade": "grading",
+    "grade_formula": "grading",
+    "grade_note": "grading",
     "load_prices": "pricing",
     "markdown": "recall",
     "mcnemar_exact": "metrics",

@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_heron.core.types import RETRIEVALS
 from pytest_heron.dataset import GoldQuestion
-from pytest_heron.scoring.metrics import context_recall
+from pytest_heron.scoring.context import context_recall
 from pytest_heron.systems import EmbeddingRanker, Ranker
 
 DEFAULT_KS = (5, 10, 20)

@@ -225,11 +225,13 @@ def _score_sample(
         latency = _latency(time.perf_counter() - started, usage)
         return out.failed(kind, message, usage=usage, latency_s=latency), None
     tables = _plain(pred.tables_in_context)
+    ranked = _plain(pred.tables_ranked)
     usage = _counters(_plain(pred.usage))
     out = dataclasses.replace(
         out,
         pred_sql=pred.sql,
         tables_in_context=None if tables is None else tuple(str(t) for t in tables),
+        tables_ranked=None if not isinstance(ranked, list) else tuple(str(t) for t in ranked),
         usage=usage,
         latency_s=_latency(time.perf_counter() - started, usage),
     )

@@ -87,6 +87,7 @@ def answer_to_json(raw: Any) -> dict[str, Any]:
             "prediction": {
                 "sql": plain(raw.sql),
                 "tables_in_context": plain(raw.tables_in_context),
+                "tables_ranked": plain(raw.tables_ranked),
                 "usage": plain(raw.usage),
             }
         }

@@ -176,7 +176,11 @@ class FileSystem:
         sql = self.predictions.sql.get(q.id)
         if sql is None:  # cannot happen after the file's check; kept as a clear failure
             raise AdapterError(f"the predictions file has no prediction for {q.id}")
-        return {"sql": sql, "tables": self.predictions.tables.get(q.id)}
+        return {
+            "sql": sql,
+            "tables": self.predictions.tables.get(q.id),
+            "tables_ranked": self.predictions.ranked.get(q.id),
+        }
 
     def close(self) -> None:
         pass

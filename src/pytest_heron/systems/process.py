@@ -65,6 +65,7 @@ def answer_from_json(value: Any) -> Any:
             return Prediction(
                 sql=p.get("sql"),
                 tables_in_context=p.get("tables_in_context"),
+                tables_ranked=p.get("tables_ranked"),
                 usage=p.get("usage"),
             )
         if "other" in value:

@@ -90,10 +90,12 @@ def to_prediction(raw: Any) -> Prediction:
         if not isinstance(raw.get("sql"), str):
             raise InvalidPrediction("the adapter returned a mapping without a string 'sql'")
         tables = raw.get("tables", raw.get("tables_in_context"))
+        ranked = raw.get("tables_ranked")
         usage = raw.get("usage")
         pred = Prediction(
             sql=raw["sql"],
             tables_in_context=[str(t) for t in tables] if isinstance(tables, list) else None,
+            tables_ranked=[str(t) for t in ranked] if isinstance(ranked, list) else None,
             usage={str(k): int(v) for k, v in usage.items()}
             if isinstance(usage, Mapping)
             else None,

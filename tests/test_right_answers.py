@@ -1,0 +1,129 @@
+"""Issue 44 through a real run: the Grade pays for right answers, and Set-Recall has a k.
+
+One scenario, two file-adapter sessions on three questions at ``tiny`` with one state:
+
+- ``select1``: every answer is ``SELECT 1`` (it runs, costs no tokens and is fast, and is never
+  right), each with all 211 tables reported as an unranked set. It graded 35.0 before (nothing
+  errored, so reliability, token economy and latency were paid in full); now it grades 0 and
+  the summary says why, and its context of 211 tables earns no Set-Recall@5/@10/@20.
+- ``ranked``: gold's SQL with a ranking of the tables, the gold table second on one question and
+  21st on the other: Set-Recall@k reads the ranking's top k.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from inner import Scenario, shared
+from pytest_heron.generate import load_bundle
+
+QUESTIONS = """\
+- id: r001
+  question: How many currencies are there?
+  gold_sql: SELECT count(*) AS n FROM core.currencies
+  gold_tables: [core.currencies]
+  shape: single
+  retrieval: named
+- id: r002
+  question: How many dashboards are there?
+  gold_sql: SELECT count(*) AS n FROM analytics.dashboards
+  gold_tables: [analytics.dashboards]
+  shape: single
+  retrieval: named
+- id: r003
+  question: What is two plus two?
+  gold_sql: SELECT 2 + 2 AS four
+  gold_tables: []
+  shape: single
+  retrieval: named
+"""
+GOLD = {
+    "r001": "SELECT count(*) AS n FROM core.currencies",
+    "r002": "SELECT count(*) AS n FROM analytics.dashboards",
+    "r003": "SELECT 4",
+}
+FAST = ("--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider", "-p", "no:randomly")
+
+
+def _ranking(gold: str, place: int) -> list[str]:
+    """Every table, with ``gold`` at 1-based ``place`` and the others in name order."""
+    others = [t for t in sorted(load_bundle().tables) if t != gold]
+    return [*others[: place - 1], gold, *others[place - 1 :]]
+
+
+def _lines(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    every = sorted(load_bundle().tables)
+
+    def build(scenario: Scenario) -> dict[str, pytest.RunResult]:
+        scenario.write("q/set.yaml", QUESTIONS)
+        scenario.write("pytest.ini", "[pytest]\n")
+        scenario.write(
+            "select1.jsonl", _lines([{"id": q, "sql": "SELECT 1", "tables": every} for q in GOLD])
+        )
+        ranked = [
+            {"id": "r001", "sql": GOLD["r001"], "tables_ranked": _ranking("core.currencies", 2)},
+            {
+                "id": "r002",
+                "sql": GOLD["r002"],
+                "tables_ranked": _ranking("analytics.dashboards", 21),
+                "tables": ["analytics.dashboards", "core.currencies"],
+            },
+            {"id": "r003", "sql": GOLD["r003"]},
+        ]
+        scenario.write("ranked.jsonl", _lines(ranked))
+        common = ["--heron-adapter=file", f"--heron-questions={scenario.path / 'q'}", *FAST]
+        return {
+            name: scenario.run(
+                *common, f"--heron-predictions={name}.jsonl", f"--heron-output={name}.json"
+            )
+            for name in ("select1", "ranked")
+        }
+
+    scenario, results = shared(tmp_path_factory, "right-answers", build)
+    docs = {n: json.loads((scenario.path / f"{n}.json").read_text()) for n in results}
+    return {"results": results, "docs": docs}
+
+
+def test_a_system_that_answers_select_1_grades_zero_and_says_why(runs: dict[str, Any]) -> None:
+    result, m = runs["results"]["select1"], runs["docs"]["select1"]["metrics"]
+    result.assert_outcomes(failed=3)
+    assert (m["ex_multistate"], m["errors"]) == (0.0, 0)  # every answer ran, none was right
+    assert m["grade"] == 0.0
+    out = result.stdout.str()
+    assert "Grade: 0.0 = 0.45·ex + 0.20·ves + C·(" in out
+    assert "Grade 0: no answer was right on every state (EX 0)" in out
+    assert "Soft-F1 (partial credit, not in the Grade)" in out
+
+
+def test_an_unranked_context_of_every_table_earns_no_set_recall_at_k(
+    runs: dict[str, Any],
+) -> None:
+    m = runs["docs"]["select1"]["metrics"]
+    assert m["set_recall"] == 100.0  # every gold table is somewhere in the 211
+    assert m["set_recall_at_k"] == {"5": 0.0, "10": 0.0, "20": 0.0}
+    assert (m["context_tables_median"], m["tables_ranked_n"]) == (211.0, 0)
+    out = runs["results"]["select1"].stdout.str()
+    assert "Set-Recall@5 0.0%, @10 0.0%, @20 0.0%   median context: 211 tables" in out
+
+
+def test_set_recall_at_k_reads_the_top_k_of_a_ranking(runs: dict[str, Any]) -> None:
+    result, doc = runs["results"]["ranked"], runs["docs"]["ranked"]
+    result.assert_outcomes(passed=3)
+    m = doc["metrics"]
+    # r001's gold table is 2nd: found at 5, 10 and 20; r002's is 21st: found at none of them
+    assert m["set_recall_at_k"] == {"5": 50.0, "10": 50.0, "20": 50.0}
+    assert m["tables_ranked_n"] == 2
+    # the context: r001's ranking (211 tables, none given as the context), r002's two tables
+    assert m["context_tables_median"] == pytest.approx((211 + 2) / 2)
+    assert m["set_recall"] == 100.0
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["r002"]["tables_ranked"][20] == "analytics.dashboards"
+    assert by_id["r003"]["tables_ranked"] is None and m["grade"] > 80

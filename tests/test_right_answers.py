@@ -8,11 +8,14 @@ One scenario, two file-adapter sessions on three questions at ``tiny`` with one 
   the summary says why, and its context of 211 tables earns no Set-Recall@5/@10/@20.
 - ``ranked``: gold's SQL with a ranking of the tables, the gold table second on one question and
   21st on the other: Set-Recall@k reads the ranking's top k.
+- ``child``: the same ranking from a ``module:Class`` adapter, which runs in a process of its
+  own: ``Prediction.tables_ranked`` and a mapping's ``tables_ranked`` cross its wire.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +48,21 @@ GOLD = {
     "r002": "SELECT count(*) AS n FROM analytics.dashboards",
     "r003": "SELECT 4",
 }
+ADAPTER = """
+from pytest_heron import Prediction
+from test_right_answers import GOLD, _ranking
+
+class Ranker:
+    name = "ranker"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        if q.id == "r001":
+            return Prediction(sql=GOLD[q.id], tables_ranked=_ranking("core.currencies", 2))
+        if q.id == "r002":
+            return {"sql": GOLD[q.id], "tables_ranked": _ranking("analytics.dashboards", 21),
+                    "tables": ["analytics.dashboards", "core.currencies"]}
+        return GOLD[q.id]
+"""
 FAST = ("--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider", "-p", "no:randomly")
 
 
@@ -79,12 +97,25 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             {"id": "r003", "sql": GOLD["r003"]},
         ]
         scenario.write("ranked.jsonl", _lines(ranked))
-        common = ["--heron-adapter=file", f"--heron-questions={scenario.path / 'q'}", *FAST]
+        scenario.write("ranker.py", ADAPTER)
+        common = [f"--heron-questions={scenario.path / 'q'}", *FAST]
+        tests = str(Path(__file__).parent)
         return {
-            name: scenario.run(
-                *common, f"--heron-predictions={name}.jsonl", f"--heron-output={name}.json"
-            )
-            for name in ("select1", "ranked")
+            **{
+                name: scenario.run(
+                    "--heron-adapter=file",
+                    *common,
+                    f"--heron-predictions={name}.jsonl",
+                    f"--heron-output={name}.json",
+                )
+                for name in ("select1", "ranked")
+            },
+            "child": scenario.run(
+                "--heron-adapter=ranker:Ranker",
+                *common,
+                "--heron-output=child.json",
+                env={"PYTHONPATH": tests},
+            ),
         }
 
     scenario, results = shared(tmp_path_factory, "right-answers", build)
@@ -114,8 +145,9 @@ def test_an_unranked_context_of_every_table_earns_no_set_recall_at_k(
     assert "Set-Recall@5 0.0%, @10 0.0%, @20 0.0%   median context: 211 tables" in out
 
 
-def test_set_recall_at_k_reads_the_top_k_of_a_ranking(runs: dict[str, Any]) -> None:
-    result, doc = runs["results"]["ranked"], runs["docs"]["ranked"]
+@pytest.mark.parametrize("run", ["ranked", "child"])
+def test_set_recall_at_k_reads_the_top_k_of_a_ranking(runs: dict[str, Any], run: str) -> None:
+    result, doc = runs["results"][run], runs["docs"][run]
     result.assert_outcomes(passed=3)
     m = doc["metrics"]
     # r001's gold table is 2nd: found at 5, 10 and 20; r002's is 21st: found at none of them
@@ -127,3 +159,13 @@ def test_set_recall_at_k_reads_the_top_k_of_a_ranking(runs: dict[str, Any]) -> N
     by_id = {q["id"]: q for q in doc["questions"]}
     assert by_id["r002"]["tables_ranked"][20] == "analytics.dashboards"
     assert by_id["r003"]["tables_ranked"] is None and m["grade"] > 80
+
+
+def test_the_results_file_records_the_adapters_name_beside_its_spec(runs: dict[str, Any]) -> None:
+    """Issue 44, item 6: ``ranker:Ranker`` is the spec, ``ranker`` the adapter's own name."""
+    child = runs["docs"]["child"]["conditions"]
+    assert (child["adapter"], child["adapter_name"]) == ("ranker:Ranker", "ranker")
+    assert "adapter=ranker:Ranker (name ranker) scale=tiny" in runs["results"]["child"].stdout.str()
+    file = runs["docs"]["ranked"]["conditions"]
+    assert (file["adapter"], file["adapter_name"]) == ("file", "file")
+    assert "adapter=file scale=tiny" in runs["results"]["ranked"].stdout.str()

@@ -39,6 +39,7 @@ from pytest_heron.core.errors import (
     ResultsFileError,
 )
 from pytest_heron.core.paths import cache_dir
+from pytest_heron.core.safe_text import printable
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
 from pytest_heron.database import Server, State, StateRef, choose, ensure_state, seed_jobs, start
 from pytest_heron.dataset import GoldQuestion, for_layout, load_questions, questions_digest
@@ -341,6 +342,7 @@ class HeronRun:
             protocol=None if self.protocol is None else self.protocol.name,
             protocol_digest=None if self.protocol is None else self.protocol.digest,
             adapter_isolation=self.system.isolation,
+            adapter_name=_adapter_name(self.system.adapter_name),
             variants=None
             if s.variants is None
             else {"seed": s.variants[0], "count": s.variants[1]},
@@ -573,3 +575,9 @@ def _shown(path: Path, rootdir: Path) -> str:
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _adapter_name(name: str | None) -> str | None:
+    """The adapter's ``name`` as the conditions record it: printable, at most 200 characters
+    (it is the adapter's own text), None when empty."""
+    return None if name is None else (printable(name)[:200] or None)

@@ -34,7 +34,9 @@ def _pct(value: float | None) -> str:
 
 
 def _adapter(r: Results) -> str:
-    return f"{r.conditions.adapter} {r.conditions.adapter_version or ''}"
+    c = r.conditions
+    named = "" if c.adapter_name in (None, c.adapter) else f" ({c.adapter_name})"
+    return f"{c.adapter}{named} {c.adapter_version or ''}"
 
 
 def _seeds(r: Results) -> str:

@@ -66,6 +66,10 @@ class Conditions:
     # the size of the question set when the run answered fewer (-k, -m, --lf): such a run's
     # figures are not comparable with a full run's; None for a full run
     subset_of: int | None = None
+    # the adapter's own ``name`` attribute beside ``adapter``, the spec it was asked for
+    # (``mytool_adapter:MyTool``), so two adapters of one file read apart; None when it has none
+    # or in results written before it was recorded
+    adapter_name: str | None = None
 
     @property
     def subset_note(self) -> str | None:
@@ -144,6 +148,7 @@ class Conditions:
             adapter_isolation=r.opt_text("adapter_isolation"),
             variants=_variants(r.data.get("variants"), where),
             subset_of=r.opt_integer("subset_of"),
+            adapter_name=r.opt_text("adapter_name"),
         )
 
 

@@ -37,7 +37,7 @@ def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
     return one_line(
-        f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
+        f"adapter={c.adapter}{_named(c)} scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
@@ -45,6 +45,11 @@ def conditions_line(c: Conditions) -> str:
         + f" backend={c.backend}{_layout(c)} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
+
+
+def _named(c: Conditions) -> str:
+    """`` (name X)`` when the adapter's own name is not the spec it was asked for."""
+    return "" if c.adapter_name in (None, c.adapter) else f" (name {c.adapter_name})"
 
 
 def _layout(c: Conditions) -> str:

@@ -47,6 +47,7 @@ class _FixedSql:
     """A system under test that answers one given SQL text (what :meth:`Kit.score` scores)."""
 
     version: str | None = None
+    adapter_name: str | None = None
     isolation = "not-needed"  # no system code runs: the SQL is given
     takes_sample = False
     note: str | None = None

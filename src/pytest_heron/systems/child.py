@@ -229,6 +229,7 @@ class Child:
         return {
             "ok": True,
             "version": None if version is None else str(version),
+            "name": plain(getattr(self.adapter, "name", None)),
             "sample": accepts_sample(self.adapter),
             "needs": declared_needs(self.adapter),
             "conditions": callable(getattr(self.adapter, "conditions", None)),

@@ -57,6 +57,7 @@ class System(Protocol):
     """What the scorer asks of a system under test (see the module docstring)."""
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
+    adapter_name: str | None  # the adapter's ``name`` attribute, recorded beside its spec
     isolation: str  # how the adapter was kept from the harness's files (jail.LEVELS)
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
     needs: Mapping[str, Any]  # what the adapter declares it needs (see child.declared_needs)
@@ -129,6 +130,7 @@ class GoldSystem:
     """``gold``: every question answered with its own gold SQL, by the harness."""
 
     version: str | None = GoldAdapter.version
+    adapter_name: str | None = GoldAdapter.name
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -155,6 +157,7 @@ class FileSystem:
     (:mod:`pytest_heron.systems.predictions`), by the harness; no adapter code runs."""
 
     version: str | None = None
+    adapter_name: str | None = "file"
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -238,6 +241,8 @@ class InProcessSystem:
         self.probe = make() if probe is None else probe
         version = getattr(self.probe, "version", None)
         self.version: str | None = None if version is None else str(version)
+        name = getattr(self.probe, "name", None)
+        self.adapter_name: str | None = None if name is None else str(name)
         self.takes_sample = wire.accepts_sample(self.probe)
         self.needs: Mapping[str, Any] = wire.declared_needs(self.probe)
         self._adapter: Adapter | None = None

@@ -101,6 +101,8 @@ class ChildSystem:
             raise AdapterLookupError(f"adapter {name!r} could not be loaded: {exc}") from None
         version = info.get("version")
         self.version: str | None = None if version is None else str(version)
+        own = info.get("name")
+        self.adapter_name: str | None = None if own is None else str(own)
         self.takes_sample = info.get("sample") is True
         self._has_conditions = info.get("conditions") is True
         needs = info.get("needs")

@@ -60,7 +60,12 @@ class LLMOptions:
 @dataclass(frozen=True)
 class BenchmarkContext:
     """What an adapter may know before answering: the schema, a read-only connection string to
-    the first state, the run's time limits and, for LLM adapters, how to reach the model."""
+    the first state, the run's time limits and, for LLM adapters, how to reach the model.
+
+    ``dsn`` is a libpq ``key=value`` string (psycopg, libpq); :attr:`dsn_url` is the same
+    connection as a ``postgresql://`` URL (SQLAlchemy, after putting the driver in the scheme)
+    and :attr:`dsn_parts` its parts as keywords (``psycopg2.connect(**ctx.dsn_parts)``).
+    """
 
     dsn: str
     dialect: str
@@ -72,6 +77,28 @@ class BenchmarkContext:
     llm: LLMOptions = field(default_factory=LLMOptions)
     data_version: str = ""
     cli_cmd: str | None = None
+
+    @property
+    def dsn_parts(self) -> dict[str, str]:
+        """The DSN's parts (``host``, ``port``, ``dbname``, ``user``, ``password`` and any
+        other libpq parameter), for drivers that take keywords.
+
+        >>> BenchmarkContext("host=/s port=5432 dbname=d user=u", "postgres", "tiny", 42,
+        ...                  "", ()).dsn_parts["host"]
+        '/s'
+        """
+        from pytest_heron.core.conninfo import parts
+
+        return parts(self.dsn)
+
+    @property
+    def dsn_url(self) -> str:
+        """The DSN as a URL, ``postgresql://user:password@/dbname?host=/socket/dir&port=N``
+        for a Unix socket (``@host:port/dbname`` over TCP); for SQLAlchemy, name the driver:
+        ``ctx.dsn_url.replace("postgresql://", "postgresql+psycopg2://", 1)``."""
+        from pytest_heron.core.conninfo import url
+
+        return url(self.dsn)
 
 
 @dataclass

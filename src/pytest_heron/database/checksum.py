@@ -205,3 +205,21 @@ def total_line(lines: Sequence[tuple[str, int, str]]) -> tuple[str, int, str]:
     for name, rows, sha in lines:
         digest.update(f"{name}\t{rows}\t{sha}\n".encode())
     return "total", sum(r for _, r, _ in lines), digest.hexdigest()
+
+
+def state_report(dsn: str, schemas: Sequence[str]) -> tuple[list[str], str | None]:
+    """What ``heron checksum`` prints: a line per table of ``schemas``, a line per object
+    outside them (:func:`outside_objects`) and the ``total`` line; and the note naming those
+    objects (None when there are none, as in a state as heron seeds it)."""
+    lines = list(table_checksums(dsn, schemas))
+    outside = outside_objects(dsn, schemas)
+    every = [*lines, *outside]
+    text = [f"{name}\t{rows}\t{sha}" for name, rows, sha in [*every, total_line(every)]]
+    if not outside:
+        return text, None
+    shown = ", ".join(n for n, _, _ in outside[:20])
+    more = f" and {len(outside) - 20} more" if len(outside) > 20 else ""
+    return text, (
+        f"heron checksum: {len(outside)} object(s) that a state as heron seeds it does not "
+        f"have, so the total differs: {shown}{more}"
+    )

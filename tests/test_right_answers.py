@@ -10,6 +10,9 @@ One scenario, two file-adapter sessions on three questions at ``tiny`` with one 
   21st on the other: Set-Recall@k reads the ranking's top k.
 - ``child``: the same ranking from a ``module:Class`` adapter, which runs in a process of its
   own: ``Prediction.tables_ranked`` and a mapping's ``tables_ranked`` cross its wire.
+- retrieval-only adapters (issue 44, item 3), the same ranking and no SQL: ``declared`` says
+  ``task = "retrieval"``, ``asked`` gets ``--heron-task=retrieval``, ``as_sql`` is run as an SQL
+  run (every answer an ``invalid_prediction``, its tables still counted).
 """
 
 from __future__ import annotations
@@ -62,6 +65,16 @@ class Ranker:
             return {"sql": GOLD[q.id], "tables_ranked": _ranking("analytics.dashboards", 21),
                     "tables": ["analytics.dashboards", "core.currencies"]}
         return GOLD[q.id]
+
+class RankOnly:  # a retrieval-only system: a ranking of tables, no SQL (nothing for r003)
+    name = "rank-only"
+    def prepare(self, ctx): pass
+    def generate(self, q):
+        gold = {"r001": ("core.currencies", 2), "r002": ("analytics.dashboards", 21)}
+        return {"tables_ranked": _ranking(*gold[q.id])} if q.id in gold else {}
+
+class DeclaredRankOnly(RankOnly):
+    task = "retrieval"
 """
 FAST = ("--heron-scale=tiny", "--heron-states=1", "-p", "no:cacheprovider", "-p", "no:randomly")
 
@@ -116,6 +129,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 "--heron-output=child.json",
                 env={"PYTHONPATH": tests},
             ),
+            **{
+                name: scenario.run(
+                    f"--heron-adapter=ranker:{adapter}",
+                    *common,
+                    *extra,
+                    f"--heron-output={name}.json",
+                    env={"PYTHONPATH": tests},
+                )
+                for name, adapter, extra in (
+                    ("declared", "DeclaredRankOnly", ()),
+                    ("asked", "RankOnly", ("--heron-task=retrieval",)),
+                    ("as_sql", "RankOnly", ()),
+                )
+            },
         }
 
     scenario, results = shared(tmp_path_factory, "right-answers", build)
@@ -169,3 +196,31 @@ def test_the_results_file_records_the_adapters_name_beside_its_spec(runs: dict[s
     file = runs["docs"]["ranked"]["conditions"]
     assert (file["adapter"], file["adapter_name"]) == ("file", "file")
     assert "adapter=file scale=tiny" in runs["results"]["ranked"].stdout.str()
+
+
+@pytest.mark.parametrize("run", ["declared", "asked"])
+def test_a_retrieval_run_scores_the_ranking_without_sql(runs: dict[str, Any], run: str) -> None:
+    result, doc = runs["results"][run], runs["docs"][run]
+    result.assert_outcomes(passed=2, failed=1)  # r003: no tables reported
+    m = doc["metrics"]
+    assert doc["conditions"]["task"] == "retrieval"
+    assert m["set_recall_at_k"] == {"5": 50.0, "10": 50.0, "20": 50.0}
+    assert (m["tables_ranked_n"], m["errors"]) == (2, 1)
+    for sql_only in ("ex1", "ex_multistate", "grade", "soft_f1", "ves", "exact_match"):
+        assert m[sql_only] is None, sql_only  # no SQL was asked: n/a, never 0
+    assert doc["breakdown"] == {}
+    by_id = {q["id"]: q for q in doc["questions"]}
+    assert by_id["r001"]["pred_sql"] is None and by_id["r001"]["error_kind"] is None
+    assert by_id["r003"]["error_kind"] == "invalid_prediction"
+    out = result.stdout.str()
+    assert "task=retrieval: only the tables the adapter reported were scored" in out
+    assert "| all | 3 | 50.0 | 50.0 | 50.0 |" in out and "| named | 3 | 50.0" in out
+    assert "adapter=ranker:" in out and " task=retrieval scale=tiny" in out
+
+
+def test_an_sql_run_keeps_the_tables_of_an_answer_without_sql(runs: dict[str, Any]) -> None:
+    result, m = runs["results"]["as_sql"], runs["docs"]["as_sql"]["metrics"]
+    result.assert_outcomes(failed=3)
+    assert (m["ex_multistate"], m["errors"], m["grade"]) == (0.0, 3, 0.0)
+    assert m["set_recall_at_k"] == {"5": 50.0, "10": 50.0, "20": 50.0}
+    assert runs["docs"]["as_sql"]["conditions"]["task"] == "sql"

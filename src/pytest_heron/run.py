@@ -62,7 +62,13 @@ from pytest_heron.results import (
     write_results,
 )
 from pytest_heron.sandbox import release_adapters
-from pytest_heron.scoring import Outcome, load_prices, price_for, score_question
+from pytest_heron.scoring import (
+    Outcome,
+    load_prices,
+    price_for,
+    score_question,
+    score_retrieval,
+)
 from pytest_heron.systems import (
     NEEDS,
     FileSystem,
@@ -160,6 +166,8 @@ class HeronRun:
                 self.system.close()
                 raise
         self.adapter_version = self.system.version
+        # --heron-task=retrieval, or an adapter that declares it: only its tables are scored
+        self.task = "retrieval" if "retrieval" in (settings.task, self.system.task) else "sql"
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         refused = (
             None
@@ -343,6 +351,7 @@ class HeronRun:
             protocol_digest=None if self.protocol is None else self.protocol.digest,
             adapter_isolation=self.system.isolation,
             adapter_name=_adapter_name(self.system.adapter_name),
+            task=self.task,
             variants=None
             if s.variants is None
             else {"seed": s.variants[0], "count": s.variants[1]},
@@ -449,6 +458,8 @@ class HeronRun:
             self.system.ready(self.context())
         except AdapterError as exc:
             return Outcome.blank(q).failed(ErrorKind.ADAPTER_ERROR, str(exc))
+        if self.task == "retrieval":
+            return score_retrieval(self.system, q, self.settings.timeout)
         return score_question(
             self.system,
             q,

@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron import __version__
-from pytest_heron.cli.states import add_state_commands, say, server_for, wait_for_interrupt
+from pytest_heron.cli.states import (
+    adapter_tables,
+    add_state_commands,
+    say,
+    server_for,
+    wait_for_interrupt,
+)
 from pytest_heron.core.errors import HeronError
 from pytest_heron.core.safe_text import printable
 from pytest_heron.options import SCALES
@@ -72,6 +78,8 @@ def _recall(args: argparse.Namespace) -> int:
     from pytest_heron.systems import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
+    if args.adapter:
+        return _recall_of_adapter(args, list(questions))
     if args.method == "embedding":  # minutes on a small machine: show progress
         from pytest_heron.core.progress import Steps
         from pytest_heron.systems import build_ranker, table_docs
@@ -101,6 +109,36 @@ def _recall(args: argparse.Namespace) -> int:
         print(
             f"Set-Recall@k, {conditions['model']}, {len(questions)} questions, "
             f"{conditions['tables']} tables ranked (percent of gold tables in the top k)\n"
+        )
+        print(markdown(rows, args.k))
+    return 0
+
+
+def _recall_of_adapter(args: argparse.Namespace, questions: list[Any]) -> int:
+    """``heron recall --adapter``: the adapter's reported tables, scored as Set-Recall@k."""
+    from pytest_heron.scoring import markdown, reported_table
+
+    reported, failures = adapter_tables(
+        args.adapter, questions, args.scale, args.seed, args.dsn, args.timeout
+    )
+    rows = reported_table(questions, reported, args.k)
+    ranked = sum(r[0] is not None for r in reported.values())
+    conditions = {
+        "adapter": args.adapter,
+        "scale": args.scale,
+        "seed": args.seed,
+        "questions": len(questions),
+        "ranked": ranked,
+        "failures": failures,
+        "unit": "percent of gold tables in the top k of the adapter's tables_ranked (an unranked"
+        " set counts at its own size), averaged over questions",
+    }
+    if args.json:
+        print(json.dumps({"conditions": conditions, "recall": rows}, indent=2))
+    else:
+        print(
+            f"Set-Recall@k, adapter {args.adapter}, {len(questions)} questions ({ranked} answered "
+            f"with a ranking, {failures} failed), {args.scale}/{args.seed}\n"
         )
         print(markdown(rows, args.k))
     return 0
@@ -345,8 +383,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.set_defaults(func=_compare)
 
-    rec = sub.add_parser("recall", help="Set-Recall@k of an offline table retrieval baseline")
-    rec.add_argument("--method", choices=("bm25", "embedding"), required=True)
+    rec = sub.add_parser(
+        "recall", help="Set-Recall@k of a table retrieval: a baseline or an adapter"
+    )
+    how = rec.add_mutually_exclusive_group(required=True)
+    how.add_argument("--method", choices=("bm25", "embedding"))
+    how.add_argument(
+        "--adapter",
+        help="any adapter (entry point or module:Class): its tables_ranked, no SQL needed",
+    )
+    rec.add_argument(
+        "--scale", choices=SCALES, default="tiny", help="with --adapter (default: tiny)"
+    )
+    rec.add_argument("--seed", type=int, default=42, help="with --adapter (default: 42)")
+    rec.add_argument("--dsn", help="with --adapter: the server (default: the embedded server)")
+    rec.add_argument(
+        "--timeout", type=float, default=120.0, help="with --adapter: per question, s (default 120)"
+    )
     rec.add_argument("--k", type=_ks, default=(5, 10, 20), help="comma-separated (default 5,10,20)")
     rec.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     rec.add_argument("--questions", help="a folder of question files (default: the built-in set)")

@@ -1,5 +1,6 @@
 """The ``heron`` commands on database states: ``seed``, ``ddl``, ``checksum`` and ``dsn``
-(registered on the parser by :func:`add_state_commands`; :mod:`pytest_heron.cli` has the rest)."""
+(registered on the parser by :func:`add_state_commands`; :mod:`pytest_heron.cli` has the rest),
+and the state and adapter process that ``heron recall --adapter`` asks (:func:`adapter_tables`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pytest_heron.core.errors import HeronError
@@ -17,6 +19,7 @@ from pytest_heron.options import SCALES
 
 if TYPE_CHECKING:  # psycopg and the server code load only for a command that needs a server
     from pytest_heron.database import Server
+    from pytest_heron.dataset import GoldQuestion
 
 
 def say(msg: str) -> None:
@@ -119,6 +122,56 @@ def _dsn(args: argparse.Namespace) -> int:
 def wait_for_interrupt() -> None:
     with contextlib.suppress(KeyboardInterrupt):
         threading.Event().wait()
+
+
+def adapter_tables(
+    spec: str,
+    questions: Sequence[GoldQuestion],
+    scale: str,
+    seed: int,
+    dsn: str | None,
+    timeout_s: float,
+) -> tuple[dict[str, tuple[list[str] | None, list[str] | None]], int]:
+    """Ask an adapter (in a process of its own, as a run does) every question on the state
+    ``scale``/``seed``, keeping only the tables it reports (``tables_ranked``, the context): no
+    SQL is needed. Returns them by question id, and how many questions failed."""
+    from pytest_heron.core.types import BenchmarkContext, Limits
+    from pytest_heron.database import ensure_state
+    from pytest_heron.generate import load_bundle
+    from pytest_heron.sandbox import release_adapters
+    from pytest_heron.systems import open_system, reported_tables
+
+    reported: dict[str, tuple[list[str] | None, list[str] | None]] = {}
+    failures = 0
+    server = server_for(dsn)
+    try:
+        state = ensure_state(server, scale, seed, progress=say, adapter=True)
+        bundle = load_bundle()
+        ctx = BenchmarkContext(
+            dsn=state.adapter_dsn or "",
+            dialect="postgres",
+            scale=scale,
+            seed=seed,
+            schema_ddl=bundle.ddl,
+            tables=tuple(sorted(bundle.tables)),
+            limits=Limits(timeout_s=timeout_s),
+            data_version=bundle.data_version,
+        )
+        system = open_system(spec, timeout_s=timeout_s)
+        try:
+            system.ready(ctx)
+            for q in questions:
+                try:
+                    reported[q.id] = reported_tables(system.ask(q, timeout_s, None))
+                except Exception as exc:  # one question's failure, as in a run
+                    failures += 1
+                    say(f"{q.id}: {type(exc).__name__}: {exc}"[:300])
+        finally:
+            system.close()
+    finally:
+        release_adapters()
+        server.stop()
+    return reported, failures
 
 
 def add_state_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

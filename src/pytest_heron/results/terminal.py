@@ -10,11 +10,14 @@ from pytest_heron.results.document import Results
 from pytest_heron.scoring import (
     REF_LATENCY_S,
     REF_TOKENS_PER_Q,
+    RUN_KS,
     Bucket,
     Summary,
     error_kinds,
     grade_formula,
     grade_note,
+    markdown,
+    outcome_table,
 )
 
 
@@ -37,7 +40,8 @@ def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
     return one_line(
-        f"adapter={c.adapter}{_named(c)} scale={c.scale} seeds={seeds} states={c.states}"
+        f"adapter={c.adapter}{_named(c)}{'' if c.task == 'sql' else ' task=' + c.task}"
+        f" scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
@@ -159,8 +163,29 @@ FIGURES_LEGEND = (
 )
 
 
+def retrieval_lines(results: Results) -> list[str]:
+    """A retrieval run's summary: conditions, Set-Recall@k and the context, the table by
+    retrieval class (as ``heron recall`` prints it), the errors."""
+    c, m = results.conditions, results.metrics
+    n = len(results.outcomes)
+    lines = [
+        conditions_line(c),
+        f"task=retrieval: only the tables the adapter reported were scored (no SQL asked, no "
+        f"EX, no Grade)   errors: {m.errors}/{n}   latency median/p90: "
+        f"{_fmt(m.latency_s_median, 's')}/{_fmt(m.latency_s_p90, 's')}",
+        retrieval_line(m, n),
+        *markdown(outcome_table(results.outcomes, RUN_KS), RUN_KS).splitlines(),
+    ]
+    kinds = error_kinds(results.outcomes)
+    if kinds:
+        lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    return [one_line(line) for line in lines]
+
+
 def summary_lines(results: Results) -> list[str]:
     """The terminal summary: conditions first, then the headline and the breakdown."""
+    if results.conditions.task == "retrieval":
+        return retrieval_lines(results)
     c, m = results.conditions, results.metrics
     n = len(results.outcomes)
     first = c.seeds[0] if c.seeds else "?"

@@ -9,6 +9,7 @@ from pytest_heron.core.door import opener
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
+    from pytest_heron.scoring.context import RUN_KS as RUN_KS
     from pytest_heron.scoring.grading import GRADE_WEIGHTS as GRADE_WEIGHTS
     from pytest_heron.scoring.grading import PER_RIGHT_ANSWER as PER_RIGHT_ANSWER
     from pytest_heron.scoring.grading import REF_LATENCY_S as REF_LATENCY_S
@@ -31,10 +32,13 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.pricing import load_prices as load_prices
     from pytest_heron.scoring.pricing import price_for as price_for
     from pytest_heron.scoring.recall import markdown as markdown
+    from pytest_heron.scoring.recall import outcome_table as outcome_table
     from pytest_heron.scoring.recall import rank_questions as rank_questions
     from pytest_heron.scoring.recall import recall_table as recall_table
+    from pytest_heron.scoring.recall import reported_table as reported_table
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
     from pytest_heron.scoring.score import score_question as score_question
+    from pytest_heron.scoring.score import score_retrieval as score_retrieval
     from pytest_heron.scoring.score import score_sql as score_sql
 
 _DOOR = {
@@ -45,6 +49,7 @@ _DOOR = {
     "Outcome": "outcome",
     "PER_RIGHT_ANSWER": "grading",
     "REF_LATENCY_S": "grading",
+    "RUN_KS": "context",
     "REF_TOKENS_PER_Q": "grading",
     "Sample": "outcome",
     "Summary": "metrics",
@@ -62,7 +67,10 @@ _DOOR = {
     "price_for": "pricing",
     "rank_questions": "recall",
     "recall_table": "recall",
+    "outcome_table": "recall",
+    "reported_table": "recall",
     "score_question": "score",
+    "score_retrieval": "score",
     "score_sql": "score",
     "summary": "metrics",
 }

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from pytest_heron.core.errors import ErrorKind
@@ -299,14 +299,40 @@ class Bucket:
 Breakdown = dict[str, dict[str, Bucket]]  # axis -> bucket name -> EX in that bucket
 
 
+SQL_ONLY = (
+    "ex1",
+    "ex_multistate",
+    "ex_multistate_ci95",
+    "ex_at_k",
+    "exact_match",
+    "ex_superset",
+    "ves",
+    "r_ves",
+    "soft_f1",
+    "grade",
+    "ex1_set",
+    "ex_multistate_set",
+    "ex_all_k",
+    "cost_per_correct_usd",
+    "failures_syntax",
+    "failures_semantic",
+)
+"""The figures of the answers' SQL: None (n/a) in a retrieval run, which asks for no SQL."""
+
+
 def summary(
     outcomes: Sequence[Outcome],
     first_seed: int,
     *,
     price: Mapping[str, Any] | None = None,
     samples: int = 1,
+    task: str = "sql",
 ) -> Summary:
-    """Every metric of the run."""
+    """Every metric of the run; with ``task="retrieval"`` those of :data:`SQL_ONLY` are None."""
+    if task == "retrieval":
+        full = summary(outcomes, first_seed, price=price)
+        blank: dict[str, Any] = dict.fromkeys(SQL_ONLY)
+        return replace(full, **blank)
     latencies = [o.latency_s for o in outcomes if o.latency_s is not None]
     prompt = _usage_sum(outcomes, "prompt_tokens")
     completion = _usage_sum(outcomes, "completion_tokens")

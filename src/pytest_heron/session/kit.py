@@ -48,6 +48,7 @@ class _FixedSql:
 
     version: str | None = None
     adapter_name: str | None = None
+    task: str | None = None
     isolation = "not-needed"  # no system code runs: the SQL is given
     takes_sample = False
     note: str | None = None

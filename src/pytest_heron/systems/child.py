@@ -230,6 +230,7 @@ class Child:
             "ok": True,
             "version": None if version is None else str(version),
             "name": plain(getattr(self.adapter, "name", None)),
+            "task": plain(getattr(self.adapter, "task", None)),
             "sample": accepts_sample(self.adapter),
             "needs": declared_needs(self.adapter),
             "conditions": callable(getattr(self.adapter, "conditions", None)),

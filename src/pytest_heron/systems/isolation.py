@@ -58,6 +58,7 @@ class System(Protocol):
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
     adapter_name: str | None  # the adapter's ``name`` attribute, recorded beside its spec
+    task: str | None  # the adapter's ``task`` attribute ("retrieval": it ranks tables only)
     isolation: str  # how the adapter was kept from the harness's files (jail.LEVELS)
     takes_sample: bool  # whether ``generate`` gets ``sample=`` (see :class:`Adapter`)
     needs: Mapping[str, Any]  # what the adapter declares it needs (see child.declared_needs)
@@ -131,6 +132,7 @@ class GoldSystem:
 
     version: str | None = GoldAdapter.version
     adapter_name: str | None = GoldAdapter.name
+    task: str | None = None
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -158,6 +160,7 @@ class FileSystem:
 
     version: str | None = None
     adapter_name: str | None = "file"
+    task: str | None = None
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -241,8 +244,9 @@ class InProcessSystem:
         self.probe = make() if probe is None else probe
         version = getattr(self.probe, "version", None)
         self.version: str | None = None if version is None else str(version)
-        name = getattr(self.probe, "name", None)
+        name, task = getattr(self.probe, "name", None), getattr(self.probe, "task", None)
         self.adapter_name: str | None = None if name is None else str(name)
+        self.task: str | None = None if task is None else str(task)
         self.takes_sample = wire.accepts_sample(self.probe)
         self.needs: Mapping[str, Any] = wire.declared_needs(self.probe)
         self._adapter: Adapter | None = None

@@ -80,6 +80,26 @@ def wrong_type(type_name: str) -> InvalidPrediction:
     )
 
 
+def reported_tables(raw: Any) -> tuple[list[str] | None, list[str] | None]:
+    """``(tables_ranked, tables_in_context)`` of what ``generate`` returned, SQL or not (a
+    retrieval-only answer: a Prediction or a mapping with tables and no SQL); ``(None, None)``
+    for anything that reports no tables.
+
+    >>> reported_tables({"tables_ranked": ["a.b"]}), reported_tables("SELECT 1")
+    ((['a.b'], None), (None, None))
+    """
+
+    def texts(value: Any) -> list[str] | None:
+        return [str(t) for t in value] if isinstance(value, (list, tuple)) else None
+
+    if isinstance(raw, Prediction):
+        return texts(raw.tables_ranked), texts(raw.tables_in_context)
+    if isinstance(raw, Mapping):
+        context = raw.get("tables", raw.get("tables_in_context"))
+        return texts(raw.get("tables_ranked")), texts(context)
+    return None, None
+
+
 def to_prediction(raw: Any) -> Prediction:
     """Normalise what ``generate`` returned; raise AdapterError for anything unusable."""
     if isinstance(raw, Prediction):

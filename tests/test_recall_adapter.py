@@ -21,12 +21,12 @@ def _recall(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.parametrize("ranker", ["Graph2SQLRanker", "Graph2SQLNoEdges"])
 def test_graph2sql_ranking_is_measured_without_sql(
-    server: Server, tiny_state: Any, capsys: pytest.CaptureFixture[str]
+    server: Server, tiny_state: Any, capsys: pytest.CaptureFixture[str], ranker: str
 ) -> None:
-    doc = _recall(
-        capsys, "--adapter", "graph2sql_ranker:Graph2SQLRanker", "--dsn", server.admin_dsn
-    )
+    spec = f"graph2sql_ranker:{ranker}"
+    doc = _recall(capsys, "--adapter", spec, "--dsn", server.admin_dsn)
     c = doc["conditions"]
     assert (c["questions"], c["ranked"], c["failures"]) == (100, 100, 0)
     rows = {r["retrieval"]: r for r in doc["recall"]}

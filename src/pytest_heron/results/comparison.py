@@ -39,6 +39,11 @@ def _adapter(r: Results) -> str:
     return f"{c.adapter}{named} {c.adapter_version or ''}"
 
 
+def _at_k(r: Results) -> str:
+    at_k = r.metrics.set_recall_at_k
+    return "n/a" if not at_k else " / ".join(_pct(v) for v in at_k.values())
+
+
 def _seeds(r: Results) -> str:
     return ",".join(str(s) for s in r.conditions.seeds)
 
@@ -80,6 +85,7 @@ class Comparison:
             row("multi-state EX@1", lambda r: _pct(r.metrics.ex_multistate)),
             row("EX@1 (first state)", lambda r: _pct(r.metrics.ex1)),
             row("Soft-F1", lambda r: _pct(r.metrics.soft_f1)),
+            row("Set-Recall@5/@10/@20", _at_k),
             row("errors", lambda r: str(r.metrics.errors)),
             row("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"),
             "",

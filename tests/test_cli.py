@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from pytest_heron.database.server import Server
+from pytest_heron.database.states import State
 from pytest_heron.generate import ddl_script, load_bundle
 
 
@@ -126,6 +128,41 @@ def test_checksum_of_a_missing_database_is_a_clear_error(server: Server) -> None
     done = _heron("checksum", "--dsn", server.admin_dsn, "--database", "heron_does_not_exist")
     assert done.returncode == 2
     assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_checksum_covers_every_schema_and_names_what_a_state_should_not_have(
+    server: Server, state_copy: State
+) -> None:
+    """Issue 44: a table added to ``public`` (and a view, a function, a schema of its own) makes
+    the total differ and is named; the state as heron seeds it has the pinned total."""
+    golden = Path(__file__).parent / "golden" / "versions.tsv"
+    version = load_bundle().data_version
+    (pinned,) = [
+        line.split("\t")[3]
+        for line in golden.read_text().splitlines()
+        if line.startswith(f"{version}\t")
+    ]
+    untouched = _heron("checksum", "--dsn", server.admin_dsn, "--database", state_copy.database)
+    assert untouched.returncode == 0, untouched.stderr
+    assert untouched.stdout.splitlines()[-1].split("\t")[2] == pinned
+    assert "heron checksum:" not in untouched.stderr
+    with psycopg.connect(state_copy.admin_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE public.extra (x int)")
+        conn.execute("INSERT INTO public.extra VALUES (1), (2)")
+        conn.execute("CREATE VIEW crm.sneaky AS SELECT 1 AS one")
+        conn.execute("CREATE FUNCTION public.answer() RETURNS int LANGUAGE sql AS 'SELECT 42'")
+        conn.execute("CREATE SCHEMA scratch")
+    touched = _heron("checksum", "--dsn", server.admin_dsn, "--database", state_copy.database)
+    assert touched.returncode == 0, touched.stderr
+    lines = touched.stdout.splitlines()
+    assert lines[-1].split("\t")[2] != pinned
+    named = {line.split("\t")[0]: line.split("\t")[1] for line in lines}
+    assert named["table public.extra"] == "2"
+    for name in ("view crm.sneaky", "function public.answer()", "schema scratch"):
+        assert name in named, name
+    assert lines[: len(lines) - 5] == untouched.stdout.splitlines()[:-1]  # heron's tables alike
+    assert "4 object(s) that a state as heron seeds it does not have" in touched.stderr
+    assert "table public.extra" in touched.stderr and "schema scratch" in touched.stderr
 
 
 def _results_file(

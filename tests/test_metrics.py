@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_heron.board.leaderboard import board_grade
 from pytest_heron.compare import modes
-from pytest_heron.scoring import metrics, similarity
+from pytest_heron.scoring import context, grade_note, metrics, similarity
 from pytest_heron.scoring.outcome import Outcome, Sample
 
 cells = st.one_of(st.none(), st.integers(-5, 5), st.sampled_from(["a", "b", "c"]))
@@ -64,11 +64,26 @@ def test_pass_at_k_rejects_impossible_counts() -> None:
 def test_grade_formula() -> None:
     assert metrics.grade(100.0, 100.0, None, 0, 10, 0.1) == 100.0
     got = metrics.grade(50.0, 40.0, 10000.0, 2, 10, 10.0)
-    answered = 1 - 2 / 10  # thrift and speed count as far as answers ran
-    expected = 0.45 * 50 + 0.20 * 40 + 0.10 * 80 + answered * (0.15 * 50 + 0.10 * 50)
+    right = 50 / 100  # thrift, reliability and speed are paid per right answer
+    expected = 0.45 * 50 + 0.20 * 40 + right * (0.15 * 50 + 0.10 * 80 + 0.10 * 50)
     assert got == pytest.approx(expected)
     assert metrics.grade(0.0, None, None, 10, 10, 0.001) == 0.0  # nothing ran: 0, not 25
+    assert metrics.grade(0.0, 0.0, None, 0, 10, 0.001) == 0.0  # all ran, none right: 0, not 35
     assert metrics.grade(None, None, None, 0, 0, None) is None
+
+
+def test_the_select_1_system_of_issue_44_grades_zero() -> None:
+    """100 answers of ``SELECT 1``: each runs (no error), reports no tokens, answers at once, and
+    none is right. It graded 35.0 when "answered" meant "ran"; it grades 0, and the summary's
+    note says why."""
+    outcomes = [
+        Outcome(f"q{i:03}", correct=False, latency_s=0.001, ves=None, soft_f1=0.05)
+        for i in range(100)
+    ]
+    m = metrics.summary(outcomes, 42)
+    assert (m.ex_multistate, m.errors, m.soft_f1) == (0.0, 0, 5.0)
+    assert m.grade == 0.0
+    assert grade_note(m.ex_multistate, m.grade) is not None
 
 
 def test_ves_counts_only_correct_answers() -> None:
@@ -227,17 +242,91 @@ def test_a_run_with_no_answers_grades_zero(
     tokens=st.floats(1, 1e5),
     latency=st.floats(0.01, 100),
 )
-def test_thrift_and_speed_count_as_far_as_answers_ran(
+def test_thrift_reliability_and_speed_are_paid_per_right_answer(
     ex: float, errors: int, tokens: float, latency: float
 ) -> None:
     n = 50
-    answered = 1 - errors / n
+    right = ex / 100
     economy = 100 * min(1.0, 5000 / tokens)
     speed = 100 * min(1.0, 5 / latency)
-    # VES missing: left out, the other weights renormalised (issue 40), never counted as 0
-    expected = (
-        0.45 * ex + 0.10 * 100 * answered + answered * (0.15 * economy + 0.10 * speed)
-    ) / 0.80
+    reliability = 100 * (1 - errors / n)
+    # VES missing: left out, the other weights renormalised, never counted as 0
+    expected = (0.45 * ex + right * (0.15 * economy + 0.10 * reliability + 0.10 * speed)) / 0.80
     got = metrics.grade(ex, None, tokens, errors, n, latency)
     assert got == pytest.approx(expected, abs=1e-3)
     assert got is not None and got <= 100.0
+
+
+@given(
+    ves=st.one_of(st.none(), st.floats(0, 200)),
+    tokens=st.one_of(st.none(), st.floats(0, 1e7)),
+    n=st.integers(1, 200),
+    errors=st.integers(0, 200),
+    latency=st.one_of(st.none(), st.floats(0, 1e4)),
+)
+def test_ex_zero_grades_zero_whatever_the_speed(
+    ves: float | None, tokens: float | None, n: int, errors: int, latency: float | None
+) -> None:
+    """VES credits correct answers only, so with EX 0 a run's VES is 0 (or not measured)."""
+    value = metrics.grade(0.0, None if ves is None else 0.0, tokens, min(errors, n), n, latency)
+    assert value == 0.0
+    assert grade_note(0.0, value) is not None
+
+
+@given(
+    ves=st.one_of(st.none(), st.floats(0, 200)),
+    tokens=st.one_of(st.none(), st.floats(0, 1e7)),
+    latency=st.one_of(st.none(), st.floats(0, 1e4)),
+)
+def test_a_run_right_on_every_question_grades_as_before(
+    ves: float | None, tokens: float | None, latency: float | None
+) -> None:
+    """EX 100 with no errors (the gold adapter): C = 1, so the Grade is the plain weighted sum
+    the formula before issue 44 gave (that formula scaled thrift and speed by the share that
+    ran, 1 here too): the gold adapter's Grade is unchanged."""
+    economy = 100.0 if not tokens else 100 * min(1.0, 5000 / tokens)
+    speed = 100.0 if not latency else 100 * min(1.0, 5 / latency)
+    before = 0.45 * 100 + 0.20 * min(100.0, 100.0 if ves is None else ves) + 10.0
+    before += 0.15 * economy + 0.10 * speed
+    assert metrics.grade(100.0, ves, tokens, 0, 100, latency) == pytest.approx(before, abs=1e-3)
+
+
+def test_the_worked_example_of_docs_metrics_holds() -> None:
+    """docs/metrics.md: EX 40, VES 38, 5 errors in 100, 2,500 tokens/q, 10 s median: 37.4."""
+    assert metrics.grade(40.0, 38.0, 2500.0, 5, 100, 10.0) == pytest.approx(37.4)
+    assert metrics.grade(0.0, 0.0, None, 0, 100, 0.001) == 0.0  # the SELECT 1 system
+
+
+gold_lists = st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=4, unique=True)
+table_lists = st.lists(st.sampled_from("abcdefghijklmnopqrstuvwxyz"), max_size=26, unique=True)
+
+
+@given(gold=gold_lists, ranked=table_lists, k=st.integers(1, 30))
+def test_set_recall_at_k_grows_with_k_and_an_unranked_set_counts_at_its_size(
+    gold: list[str], ranked: list[str], k: int
+) -> None:
+    at_k = context.recall_at_k(gold, ranked, None, k)
+    assert at_k is not None and 0.0 <= at_k <= 1.0
+    wider = context.recall_at_k(gold, ranked, None, k + 1)
+    assert wider is not None and wider >= at_k
+    unranked = context.recall_at_k(gold, None, ranked, k)
+    whole = len(set(gold) & set(ranked)) / len(gold)
+    assert unranked == (whole if len(ranked) <= k else 0.0)
+    # the set as a ranking in any order can only do as well at k: the ranking is what is credited
+    assert at_k >= (unranked or 0.0)
+
+
+def test_run_set_recall_at_k_is_na_without_reported_tables() -> None:
+    full_schema = [Outcome("a", gold_tables=("x",)), Outcome("b", gold_tables=("y",))]
+    m = metrics.summary(full_schema, 42)
+    assert (m.set_recall_at_k, m.context_tables_median, m.set_recall) == (None, None, None)
+    assert m.tables_ranked_n == 0
+    every = (*(f"t{i}" for i in range(209)), "x", "y")
+    unranked = [
+        Outcome(o.id, gold_tables=o.gold_tables, tables_in_context=every) for o in full_schema
+    ]
+    m = metrics.summary(unranked, 42)
+    assert m.set_recall_at_k == {"5": 0.0, "10": 0.0, "20": 0.0}
+    assert (m.context_tables_median, m.set_recall) == (211.0, 100.0)
+    ranked = [Outcome("a", gold_tables=("x",), tables_ranked=("w", "x", *every))]
+    assert metrics.summary(ranked, 42).set_recall_at_k == {"5": 100.0, "10": 100.0, "20": 100.0}

@@ -77,6 +77,14 @@ NOT_RUN = {
         '--heron-dsn "postgresql://user:pw@dbhost/postgres"'
     ): "bench scale on the reader's server; gold runs at tiny in test_plugin.py",
     "export OPENAI_API_KEY=sk-...": "a placeholder key",
+    "heron dsn --scale tiny --seed 42": (
+        "stays in the foreground until Ctrl-C; test_dsn.py runs it, connects with what it "
+        "printed and interrupts it"
+    ),
+    'psql "$(heron dsn --scale tiny --seed 42 --dsn "$SERVER" --form url)"': (
+        "psql and the reader's server; test_dsn.py runs heron dsn --dsn with each --form and "
+        "connects with what it printed"
+    ),
     (
         "pytest --heron-adapter=raw-llm --heron-endpoint=https://api.openai.com/v1 "
         "--heron-model=gpt-4o-mini --heron-strategy=few-shot --heron-output=runs/4o-mini.json"

@@ -21,6 +21,7 @@ SCALES = ("tiny", "small", "bench", "large")
 BACKENDS = ("auto", "embedded", "docker", "dsn")
 AGENT_MODES = ("tools", "grammar")
 ADAPTER_NETWORKS = ("auto", "shared", "none")  # as systems.bubblewrap.NETWORKS
+TASKS = ("sql", "retrieval")  # what a run scores (--heron-task)
 LAYOUTS = ("standard", "citus")  # as pytest_heron.generate.citus.LAYOUTS (not imported here)
 
 
@@ -99,6 +100,14 @@ OPTIONS: tuple[Option, ...] = (
         f"{DEFAULT_STATEMENT_TIMEOUT_S:g}",
         f"time limit per SQL statement, seconds (default: {DEFAULT_STATEMENT_TIMEOUT_S:g})",
         "S",
+    ),
+    Option(
+        "heron-task",
+        "sql",
+        "what the run scores: sql (each answer's SQL, executed) or retrieval (only the tables "
+        "the adapter ranks, tables_ranked: no SQL asked, no EX); an adapter may declare "
+        "task = 'retrieval' (default: sql)",
+        "TASK",
     ),
     Option(
         "heron-min-ex",
@@ -254,6 +263,7 @@ class Settings:
     backend: str = "auto"
     dsn: str | None = None
     layout: str = "standard"
+    task: str = "sql"
     questions: Path | None = None
     output: Path | None = None
     report: Path | None = None
@@ -408,6 +418,12 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         )
     if backend == "dsn" and not dsn:
         raise ConfigError("--heron-backend=dsn needs --heron-dsn or the HERON_DSN variable")
+    task = _choice("heron-task", raw["heron-task"], TASKS)
+    if task == "retrieval" and (min_ex is not None or compare_fail):
+        raise ConfigError(
+            "--heron-task=retrieval scores no SQL, so it has no EX to gate on: leave out "
+            "--heron-min-ex and --heron-compare-fail"
+        )
     return Settings(
         adapter=raw["heron-adapter"],
         scale=_choice("heron-scale", raw["heron-scale"], SCALES),
@@ -416,6 +432,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         backend=backend,
         dsn=dsn,
         layout=layout,
+        task=task,
         questions=_absolute(questions),
         output=_absolute(output),
         report=_absolute(raw["heron-report"]),

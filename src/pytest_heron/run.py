@@ -39,6 +39,7 @@ from pytest_heron.core.errors import (
     ResultsFileError,
 )
 from pytest_heron.core.paths import cache_dir
+from pytest_heron.core.safe_text import printable
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions
 from pytest_heron.database import Server, State, StateRef, choose, ensure_state, seed_jobs, start
 from pytest_heron.dataset import GoldQuestion, for_layout, load_questions, questions_digest
@@ -61,7 +62,13 @@ from pytest_heron.results import (
     write_results,
 )
 from pytest_heron.sandbox import release_adapters
-from pytest_heron.scoring import Outcome, load_prices, price_for, score_question
+from pytest_heron.scoring import (
+    Outcome,
+    load_prices,
+    price_for,
+    score_question,
+    score_retrieval,
+)
 from pytest_heron.systems import (
     NEEDS,
     FileSystem,
@@ -163,6 +170,8 @@ class HeronRun:
                 self.system.close()
                 raise
         self.adapter_version = self.system.version
+        # --heron-task=retrieval, or an adapter that declares it: only its tables are scored
+        self.task = "retrieval" if "retrieval" in (settings.task, self.system.task) else "sql"
         self.protocol = None if settings.protocol is None else _check_protocol(settings)
         refused = (
             None
@@ -348,6 +357,8 @@ class HeronRun:
             protocol_digest=None if self.protocol is None else self.protocol.digest,
             adapter_isolation=self.system.isolation,
             adapter_sandbox=self.system.sandbox,
+            adapter_name=_adapter_name(self.system.adapter_name),
+            task=self.task,
             variants=None
             if s.variants is None
             else {"seed": s.variants[0], "count": s.variants[1]},
@@ -454,6 +465,8 @@ class HeronRun:
             self.system.ready(self.context())
         except AdapterError as exc:
             return Outcome.blank(q).failed(ErrorKind.ADAPTER_ERROR, str(exc))
+        if self.task == "retrieval":
+            return score_retrieval(self.system, q, self.settings.timeout)
         return score_question(
             self.system,
             q,
@@ -592,3 +605,9 @@ def _shown(path: Path, rootdir: Path) -> str:
 
 def _int_or_none(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _adapter_name(name: str | None) -> str | None:
+    """The adapter's ``name`` as the conditions record it: printable, at most 200 characters
+    (it is the adapter's own text), None when empty."""
+    return None if name is None else (printable(name)[:200] or None)

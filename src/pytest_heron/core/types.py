@@ -60,7 +60,12 @@ class LLMOptions:
 @dataclass(frozen=True)
 class BenchmarkContext:
     """What an adapter may know before answering: the schema, a read-only connection string to
-    the first state, the run's time limits and, for LLM adapters, how to reach the model."""
+    the first state, the run's time limits and, for LLM adapters, how to reach the model.
+
+    ``dsn`` is a libpq ``key=value`` string (psycopg, libpq); :attr:`dsn_url` is the same
+    connection as a ``postgresql://`` URL (SQLAlchemy, after putting the driver in the scheme)
+    and :attr:`dsn_parts` its parts as keywords (``psycopg2.connect(**ctx.dsn_parts)``).
+    """
 
     dsn: str
     dialect: str
@@ -73,15 +78,45 @@ class BenchmarkContext:
     data_version: str = ""
     cli_cmd: str | None = None
 
+    @property
+    def dsn_parts(self) -> dict[str, str]:
+        """The DSN's parts (``host``, ``port``, ``dbname``, ``user``, ``password`` and any
+        other libpq parameter), for drivers that take keywords.
+
+        >>> BenchmarkContext("host=/s port=5432 dbname=d user=u", "postgres", "tiny", 42,
+        ...                  "", ()).dsn_parts["host"]
+        '/s'
+        """
+        from pytest_heron.core.conninfo import parts
+
+        return parts(self.dsn)
+
+    @property
+    def dsn_url(self) -> str:
+        """The DSN as a URL, ``postgresql://user:password@/dbname?host=/socket/dir&port=N``
+        for a Unix socket (``@host:port/dbname`` over TCP); for SQLAlchemy, name the driver:
+        ``ctx.dsn_url.replace("postgresql://", "postgresql+psycopg2://", 1)``."""
+        from pytest_heron.core.conninfo import url
+
+        return url(self.dsn)
+
 
 @dataclass
 class Prediction:
-    """An adapter's answer to one question."""
+    """An adapter's answer to one question.
+
+    ``tables_in_context`` is the set of tables the system put in its model's context (order
+    ignored); ``tables_ranked`` is its table retrieval's ranking, best first, when it has one.
+    Set-Recall@k reads the top k of the ranking; a context given only as a set counts at its
+    own size (no credit at a k smaller than the set). Without ``tables_in_context`` the
+    ranking is taken as the context. Both None (the whole schema in context): Set-Recall n/a.
+    """
 
     sql: str
     tables_in_context: list[str] | None = None
     usage: dict[str, int] | None = None
     trace: Any = None
+    tables_ranked: list[str] | None = None
 
 
 @runtime_checkable
@@ -89,7 +124,8 @@ class Adapter(Protocol):
     """A text-to-SQL system under test.
 
     ``generate`` may return a :class:`Prediction`, a SQL string, or a mapping with key ``sql``
-    (optionally ``tables`` and ``usage``); raising marks the question as ``adapter_error``.
+    (optionally ``tables``, ``tables_ranked`` and ``usage``); raising marks the question as
+    ``adapter_error``.
 
     An adapter named by an entry point or ``module:attr`` runs in a process of its own (one per
     pytest process): it is imported, instantiated and prepared there, receives each

@@ -15,6 +15,8 @@ from pytest_heron.core.door import opener
 # The door: what other stages may import from this one, each name loaded on first use
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
+    from pytest_heron.database.checksum import outside_objects as outside_objects
+    from pytest_heron.database.checksum import state_report as state_report
     from pytest_heron.database.checksum import table_checksums as table_checksums
     from pytest_heron.database.checksum import total_line as total_line
     from pytest_heron.database.citus import citus_state_name as citus_state_name
@@ -51,6 +53,8 @@ _DOOR = {
     "seed_jobs": "states",
     "start": "server",
     "state_name": "manifest",
+    "outside_objects": "checksum",
+    "state_report": "checksum",
     "table_checksums": "checksum",
     "total_line": "checksum",
 }

@@ -34,7 +34,14 @@ def _pct(value: float | None) -> str:
 
 
 def _adapter(r: Results) -> str:
-    return f"{r.conditions.adapter} {r.conditions.adapter_version or ''}"
+    c = r.conditions
+    named = "" if c.adapter_name in (None, c.adapter) else f" ({c.adapter_name})"
+    return f"{c.adapter}{named} {c.adapter_version or ''}"
+
+
+def _at_k(r: Results) -> str:
+    at_k = r.metrics.set_recall_at_k
+    return "n/a" if not at_k else " / ".join(_pct(v) for v in at_k.values())
 
 
 def _seeds(r: Results) -> str:
@@ -80,6 +87,7 @@ class Comparison:
             row("Soft-F1", lambda r: _pct(r.metrics.soft_f1)),
             row("superset EX", lambda r: _pct(r.metrics.ex_superset)),
             row("VES", lambda r: "n/a" if r.metrics.ves is None else f"{r.metrics.ves:.1f}"),
+            row("Set-Recall@5/@10/@20", _at_k),
             row("errors", lambda r: str(r.metrics.errors)),
             row("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"),
             row("not in the file", lambda r: ", ".join(r.metrics.absent) or "-"),

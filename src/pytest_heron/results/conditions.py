@@ -69,6 +69,13 @@ class Conditions:
     # the size of the question set when the run answered fewer (-k, -m, --lf): such a run's
     # figures are not comparable with a full run's; None for a full run
     subset_of: int | None = None
+    # the adapter's own ``name`` attribute beside ``adapter``, the spec it was asked for
+    # (``mytool_adapter:MyTool``), so two adapters of one file read apart; None when it has none
+    # or in results written before it was recorded
+    adapter_name: str | None = None
+    # what the run scored: "sql" (the answers' SQL, executed) or "retrieval" (only the ranked
+    # tables: --heron-task=retrieval, or an adapter that declares task = "retrieval")
+    task: str = field(default="sql", metadata=_IDENTITY)
 
     @property
     def subset_note(self) -> str | None:
@@ -90,6 +97,8 @@ class Conditions:
                 continue  # journals written before variants existed still resume
             if f.name == "layout" and value == "standard":
                 continue  # journals written before layouts existed resume as they did
+            if f.name == "task" and value == "sql":
+                continue  # likewise journals written before retrieval runs
             if f.name == "adapter_conditions":
                 out.update(value)
             elif f.name == "questions_digest":
@@ -148,6 +157,8 @@ class Conditions:
             adapter_sandbox=r.opt_text("adapter_sandbox"),
             variants=_variants(r.data.get("variants"), where),
             subset_of=r.opt_integer("subset_of"),
+            adapter_name=r.opt_text("adapter_name"),
+            task=r.opt_text("task") or "sql",
         )
 
 

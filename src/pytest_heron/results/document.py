@@ -108,8 +108,15 @@ def results_document(conditions: Conditions, outcomes: Sequence[Outcome]) -> Res
     first_seed = conditions.seeds[0]
     return Results(
         conditions=conditions,
-        metrics=summary(ordered, first_seed, samples=conditions.samples, price=conditions.price),
-        breakdown=metrics_breakdown(ordered, first_seed),
+        metrics=summary(
+            ordered,
+            first_seed,
+            samples=conditions.samples,
+            price=conditions.price,
+            task=conditions.task,
+        ),
+        # a retrieval run's table by class is Set-Recall@k's (results.terminal), not EX's
+        breakdown={} if conditions.task == "retrieval" else metrics_breakdown(ordered, first_seed),
         outcomes=ordered,
     )
 

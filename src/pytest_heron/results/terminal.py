@@ -8,12 +8,16 @@ from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results
 from pytest_heron.scoring import (
-    GRADE_WEIGHTS,
     REF_LATENCY_S,
     REF_TOKENS_PER_Q,
+    RUN_KS,
     Bucket,
     Summary,
     error_kinds,
+    grade_formula,
+    grade_note,
+    markdown,
+    outcome_table,
 )
 
 
@@ -53,7 +57,8 @@ def conditions_line(c: Conditions) -> str:
     seeds = ",".join(str(s) for s in c.seeds)
     extra = "".join(f" {k}={v}" for k, v in sorted(c.adapter_conditions.items()))
     return one_line(
-        f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
+        f"adapter={c.adapter}{_named(c)}{'' if c.task == 'sql' else ' task=' + c.task}"
+        f" scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
         f" samples={c.samples}{extra} n={c.n_questions}"
@@ -69,6 +74,11 @@ def _isolation(c: Conditions) -> str:
         return ""
     how = f" ({c.adapter_sandbox})" if c.adapter_sandbox else ""
     return f" isolation={c.adapter_isolation}{how}"
+
+
+def _named(c: Conditions) -> str:
+    """`` (name X)`` when the adapter's own name is not the spec it was asked for."""
+    return "" if c.adapter_name in (None, c.adapter) else f" (name {c.adapter_name})"
 
 
 def _layout(c: Conditions) -> str:
@@ -155,6 +165,21 @@ def figures_line(c: Conditions, m: Summary) -> str:
     )
 
 
+def retrieval_line(m: Summary, n: int) -> str:
+    """Set-Recall@5/@10/@20 beside the context's size and how many answers were ranked: n/a
+    when the adapter reported no tables (the whole schema in context)."""
+    if m.set_recall_at_k:
+        at_k = "".join(f"@{k} {_fmt(v)}, " for k, v in m.set_recall_at_k.items()).rstrip(", ")
+    else:
+        at_k = "@k: n/a (no tables reported: the whole schema in context)"
+    size = "n/a" if m.context_tables_median is None else f"{m.context_tables_median:g} tables"
+    ranked = "n/a" if m.tables_ranked_n is None else f"{m.tables_ranked_n}/{n}"
+    return (
+        f"Set-Recall{at_k}   median context: {size}   ranked lists: {ranked} (an unranked set "
+        f"counts at its own size)   Set-Recall of the whole context: {_fmt(m.set_recall)}"
+    )
+
+
 FIGURES_LEGEND = (
     "legend: set-EX = EX with duplicates and row order ignored (how BIRD counts; the gap to EX "
     "is what set comparison over-counts); pass^k = all k of k samples right (reliability; "
@@ -163,8 +188,29 @@ FIGURES_LEGEND = (
 )
 
 
+def retrieval_lines(results: Results) -> list[str]:
+    """A retrieval run's summary: conditions, Set-Recall@k and the context, the table by
+    retrieval class (as ``heron recall`` prints it), the errors."""
+    c, m = results.conditions, results.metrics
+    n = len(results.outcomes)
+    lines = [
+        conditions_line(c),
+        f"task=retrieval: only the tables the adapter reported were scored (no SQL asked, no "
+        f"EX, no Grade)   errors: {m.errors}/{n}   latency median/p90: "
+        f"{_fmt(m.latency_s_median, 's')}/{_fmt(m.latency_s_p90, 's')}",
+        retrieval_line(m, n),
+        *markdown(outcome_table(results.outcomes, RUN_KS), RUN_KS).splitlines(),
+    ]
+    kinds = error_kinds(results.outcomes)
+    if kinds:
+        lines.append("errors by kind: " + ", ".join(f"{k}={v}" for k, v in kinds.items()))
+    return [one_line(line) for line in lines]
+
+
 def summary_lines(results: Results) -> list[str]:
     """The terminal summary: conditions first, then the headline and the breakdown."""
+    if results.conditions.task == "retrieval":
+        return retrieval_lines(results)
     c, m = results.conditions, results.metrics
     n = len(results.outcomes)
     first = c.seeds[0] if c.seeds else "?"
@@ -172,21 +218,24 @@ def summary_lines(results: Results) -> list[str]:
     lines = [
         conditions_line(c),
         f"{subset}multi-state EX@1 (all {c.states} states): {_fmt(m.ex_multistate)}   "
+        f"Soft-F1 (partial credit, not in the Grade): {_fmt(m.soft_f1)}   "
         f"EX@1 (seed {first} only): {_fmt(m.ex1)}   "
-        f"errors: {m.errors}/{n}   Set-Recall: {_fmt(m.set_recall)}   "
+        f"errors: {m.errors}/{n}   "
         f"latency median/p90: {_fmt(m.latency_s_median, 's')}/"
         f"{_fmt(m.latency_s_p90, 's')}",
         f"95% bootstrap interval of multi-state EX: {_interval(m.ex_multistate_ci95)}   "
         f"exact match (sqlglot-normalised SQL, not EX): {_fmt(m.exact_match)}   "
-        f"Soft-F1: {_fmt(m.soft_f1)}   VES (seed {first}): {_fmt(m.ves, '')}",
-        f"Grade: {_fmt(m.grade, '')} = "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in GRADE_WEIGHTS.items())
-        + f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q,"
-        f" L_ref={REF_LATENCY_S:g}s)",
+        f"VES (seed {first}): {_fmt(m.ves, '')}",
+        f"Grade: {_fmt(m.grade, '')} = {grade_formula()}"
+        f" (alone: T_ref={REF_TOKENS_PER_Q:g} tokens/q, L_ref={REF_LATENCY_S:g}s)",
     ]
     note = absent_note(m)
     if note:
         lines.append(note)
+    note = grade_note(m.ex_multistate, m.grade)
+    if note:
+        lines.append(note)
+    lines.append(retrieval_line(m, n))
     lines.append(usage_line(c, m))
     lines.append(figures_line(c, m))
     lines.append(FIGURES_LEGEND)

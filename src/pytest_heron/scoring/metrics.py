@@ -7,12 +7,23 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from pytest_heron.core.errors import ErrorKind
 from pytest_heron.core.records import JSON, RecordReader
+from pytest_heron.scoring.context import context_recall as context_recall
+from pytest_heron.scoring.context import (
+    context_size_median,
+    ranked_count,
+    set_recall,
+    set_recall_at_k,
+)
 from pytest_heron.scoring.figures import OPTIONAL_FIGURES, ex_superset, soft_f1_mean
+from pytest_heron.scoring.grading import GRADE_WEIGHTS as GRADE_WEIGHTS
+from pytest_heron.scoring.grading import REF_LATENCY_S as REF_LATENCY_S
+from pytest_heron.scoring.grading import REF_TOKENS_PER_Q as REF_TOKENS_PER_Q
+from pytest_heron.scoring.grading import grade
 from pytest_heron.scoring.outcome import Outcome
 
 
@@ -70,27 +81,6 @@ def failures_by_mode(outcomes: Iterable[Outcome]) -> tuple[int, int]:
     """(syntax, semantic) failure counts; see :func:`failure_mode`."""
     modes = [failure_mode(o) for o in outcomes]
     return modes.count("syntax"), modes.count("semantic")
-
-
-def set_recall(outcomes: Sequence[Outcome]) -> float | None:
-    """Mean share of gold tables among the tables in the adapter's context, over the questions
-    whose adapter reported its context; None when no question did."""
-    return context_recall([(o.gold_tables, o.tables_in_context) for o in outcomes])
-
-
-def context_recall(pairs: Iterable[tuple[Sequence[str], Sequence[str] | None]]) -> float | None:
-    """:func:`set_recall` over ``(gold tables, tables in context)`` pairs; a pair whose context
-    is None (not reported) does not count.
-
-    >>> context_recall([(["a", "b"], ["a"]), (["c"], None)])
-    50.0
-    """
-    shares = []
-    for gold, ctx in pairs:
-        if ctx is None or not gold:
-            continue
-        shares.append(len(set(gold) & set(ctx)) / len(set(gold)))
-    return None if not shares else round(100.0 * sum(shares) / len(shares), 4)
 
 
 def _usage_sum(outcomes: Sequence[Outcome], key: str) -> int | None:
@@ -230,6 +220,9 @@ class Summary:
     cost_per_correct_usd: float | None = None
     failures_syntax: int | None = None
     failures_semantic: int | None = None
+    set_recall_at_k: dict[str, float] | None = None  # Set-Recall@5/@10/@20 (scoring.context)
+    context_tables_median: float | None = None  # median tables in context, where reported
+    tables_ranked_n: int | None = None  # questions answered with a ranked list of tables
 
     @property
     def absent(self) -> tuple[str, ...]:
@@ -255,7 +248,7 @@ class Summary:
                 values[f.name] = r.integer(f.name, 0)
             elif f.name in _OPT_INTEGERS:
                 values[f.name] = r.opt_integer(f.name)
-            elif f.name in ("ex_at_k", "ex_all_k"):
+            elif f.name in ("ex_at_k", "ex_all_k", "set_recall_at_k"):
                 at_k = r.counters(f.name)
                 values[f.name] = None if at_k is None else {k: float(v) for k, v in at_k.items()}
             elif f.name == "ex_multistate_ci95":
@@ -281,6 +274,7 @@ _OPT_INTEGERS = (
     "tokens_reasoning",
     "failures_syntax",
     "failures_semantic",
+    "tables_ranked_n",
 )
 
 
@@ -315,14 +309,40 @@ class Bucket:
 Breakdown = dict[str, dict[str, Bucket]]  # axis -> bucket name -> EX in that bucket
 
 
+SQL_ONLY = (
+    "ex1",
+    "ex_multistate",
+    "ex_multistate_ci95",
+    "ex_at_k",
+    "exact_match",
+    "ex_superset",
+    "ves",
+    "r_ves",
+    "soft_f1",
+    "grade",
+    "ex1_set",
+    "ex_multistate_set",
+    "ex_all_k",
+    "cost_per_correct_usd",
+    "failures_syntax",
+    "failures_semantic",
+)
+"""The figures of the answers' SQL: None (n/a) in a retrieval run, which asks for no SQL."""
+
+
 def summary(
     outcomes: Sequence[Outcome],
     first_seed: int,
     *,
     price: Mapping[str, Any] | None = None,
     samples: int = 1,
+    task: str = "sql",
 ) -> Summary:
-    """Every metric of the run."""
+    """Every metric of the run; with ``task="retrieval"`` those of :data:`SQL_ONLY` are None."""
+    if task == "retrieval":
+        full = summary(outcomes, first_seed, price=price)
+        blank: dict[str, Any] = dict.fromkeys(SQL_ONLY)
+        return replace(full, **blank)
     latencies = [o.latency_s for o in outcomes if o.latency_s is not None]
     prompt = _usage_sum(outcomes, "prompt_tokens")
     completion = _usage_sum(outcomes, "completion_tokens")
@@ -365,6 +385,9 @@ def summary(
         cost_per_correct_usd=cost_per_correct(cost, sum(o.correct for o in outcomes)),
         failures_syntax=syntax,
         failures_semantic=semantic,
+        set_recall_at_k=set_recall_at_k(outcomes),
+        context_tables_median=context_size_median(outcomes),
+        tables_ranked_n=ranked_count(outcomes),
     )
 
 
@@ -431,7 +454,7 @@ def error_kinds(outcomes: Iterable[Outcome]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-# -- partial credit, efficiency, capability ceiling, grade ------------------------------------
+# -- partial credit, efficiency, capability ceiling -----------------------------------------------
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -490,68 +513,6 @@ def r_ves(outcomes: Sequence[Outcome]) -> float | None:
     :func:`ves` (the stored factor is ``sqrt(t_gold / t_pred)``, so the ratio is its square).
     Less sensitive than VES to timing noise on fast queries, since the reward is bucketed."""
     return _timed_share(outcomes, lambda factor: ves_reward(factor * factor))
-
-
-GRADE_WEIGHTS = {
-    "ex": 0.45,
-    "ves": 0.20,
-    "token_economy": 0.15,
-    "reliability": 0.10,
-    "latency": 0.10,
-}
-# References for a run scored alone (on a leaderboard the refs are the board's best).
-REF_TOKENS_PER_Q = 5000.0
-REF_LATENCY_S = 5.0
-
-
-def grade(
-    ex: float | None,
-    ves_score: float | None,
-    tokens_per_q: float | None,
-    errors: int,
-    n: int,
-    latency_s: float | None,
-    *,
-    t_ref: float | None = REF_TOKENS_PER_Q,
-    l_ref: float | None = REF_LATENCY_S,
-) -> float | None:
-    """The 0-100 Grade: ``0.45 EX + 0.20 VES + 0.10 Reliability + A (0.15 TokenEconomy +
-    0.10 Latency)``, with Reliability = ``100 (1 - errors/n)``, A = ``1 - errors/n`` the share of
-    questions whose answer ran, TokenEconomy = ``100 min(1, T_ref/T)`` (100 when no tokens were
-    billed or there is no reference), Latency = ``100 min(1, L_ref/L)``. Thrift and speed count
-    only as far as they bought answers: a run in which no answer ran (every question an error)
-    has Grade 0, however cheap and fast its failures were; with no errors A is 1 and the Grade is
-    the plain weighted sum. Every part is at most 100 (VES, which rewards answers faster than
-    gold, counts at most 100 here) and the weights sum to 1, so the Grade is at most 100.
-
-    A part the run does not carry (VES, when no right answer was timed, as in a browser run) is
-    left out and the weights of the parts present are renormalised to sum to 1: a missing
-    figure is never scored as 0 (:attr:`Summary.absent` names it wherever the Grade is shown).
-
-    >>> grade(100.0, 150.0, None, 0, 10, 0.1)
-    100.0
-    >>> grade(50.0, None, None, 0, 10, 0.1)  # (0.45 * 50 + 0.35 * 100) / 0.8
-    71.875
-    >>> grade(0.0, None, None, 10, 10, 0.01)
-    0.0
-    """
-    if ex is None or n == 0:
-        return None
-    answered = 1 - errors / n
-    token_economy = (
-        100.0 if not tokens_per_q or not t_ref else 100.0 * min(1.0, t_ref / tokens_per_q)
-    )
-    latency = 100.0 if not latency_s or not l_ref else 100.0 * min(1.0, l_ref / latency_s)
-    parts = {
-        "ex": ex,
-        "ves": None if ves_score is None else min(100.0, ves_score),
-        "token_economy": answered * token_economy,
-        "reliability": 100.0 * answered,
-        "latency": answered * latency,
-    }
-    present = {k: v for k, v in parts.items() if v is not None}
-    weight = sum(GRADE_WEIGHTS[k] for k in present)
-    return round(sum(GRADE_WEIGHTS[k] * v for k, v in present.items()) / weight, 4)
 
 
 def bootstrap_interval(

@@ -62,6 +62,7 @@ class Outcome:
     the outcome's own fields describe sample 0 and ``samples`` lists them all.
     ``correct_set`` and ``correct_set_by_state`` are the same verdicts with rows compared as sets
     (duplicates and order ignored, as BIRD counts); None in results written before they existed.
+    ``tables_ranked`` is the adapter's ranking of tables, best first (None when it gave none).
     """
 
     id: str
@@ -85,6 +86,7 @@ class Outcome:
     samples: tuple[Sample, ...] | None = None
     correct_set: bool | None = None
     correct_set_by_state: dict[str, bool] | None = None
+    tables_ranked: tuple[str, ...] | None = None
 
     @classmethod
     def blank(cls, q: GoldQuestion, **values: Any) -> Outcome:
@@ -161,6 +163,7 @@ class Outcome:
             correct_set_by_state=None
             if r.data.get("correct_set_by_state") is None
             else r.verdicts("correct_set_by_state"),
+            tables_ranked=r.opt_texts("tables_ranked"),
         )
 
 

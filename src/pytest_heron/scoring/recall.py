@@ -8,7 +8,8 @@ from typing import Any
 
 from pytest_heron.core.types import RETRIEVALS
 from pytest_heron.dataset import GoldQuestion
-from pytest_heron.scoring.metrics import context_recall
+from pytest_heron.scoring.context import context_recall, recall_at_k
+from pytest_heron.scoring.outcome import Outcome
 from pytest_heron.systems import EmbeddingRanker, Ranker
 
 DEFAULT_KS = (5, 10, 20)
@@ -39,6 +40,53 @@ def recall_table(
         for k in ks:
             pairs = [(q.gold_tables, rankings[q.id][:k]) for q in group]
             row[f"at_{k}"] = context_recall(pairs)
+        rows.append(row)
+    return rows
+
+
+Reported = tuple[Sequence[str] | None, Sequence[str] | None]  # (tables_ranked, in context)
+
+
+def reported_table(
+    questions: Sequence[GoldQuestion], reported: Mapping[str, Reported], ks: Sequence[int]
+) -> list[dict[str, Any]]:
+    """:func:`recall_table` for what an adapter reported (``heron recall --adapter``): per
+    question :func:`~pytest_heron.scoring.context.recall_at_k` (the top k of its ranking, or
+    an unranked set at its own size); a question it answered with no tables (or failed) counts
+    0, a question without gold tables does not count; every cell None when it reported no
+    tables at all (the whole schema in context)."""
+    return _class_rows(
+        [(q.gold_tables, q.retrieval, reported.get(q.id, (None, None))) for q in questions], ks
+    )
+
+
+def outcome_table(outcomes: Sequence[Outcome], ks: Sequence[int]) -> list[dict[str, Any]]:
+    """:func:`reported_table` over a run's outcomes (a retrieval run's table by class)."""
+    return _class_rows(
+        [(o.gold_tables, o.retrieval, (o.tables_ranked, o.tables_in_context)) for o in outcomes],
+        ks,
+    )
+
+
+def _class_rows(
+    items: Sequence[tuple[Sequence[str], str, Reported]], ks: Sequence[int]
+) -> list[dict[str, Any]]:
+    anything = any(r != (None, None) for _, _, r in items)
+    rows = []
+    for label in ("all", *RETRIEVALS):
+        group = [item for item in items if label in ("all", item[1])]
+        if not group:
+            continue
+        row: dict[str, Any] = {"retrieval": label, "n": len(group)}
+        for k in ks:
+            shares = [
+                recall_at_k(gold, ranked, context, k) or 0.0
+                for gold, _, (ranked, context) in group
+                if gold
+            ]
+            row[f"at_{k}"] = (
+                round(100.0 * sum(shares) / len(shares), 4) if anything and shares else None
+            )
         rows.append(row)
     return rows
 

@@ -24,7 +24,7 @@ from pytest_heron.dataset import GoldQuestion
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.scoring.similarity import exact_match
 from pytest_heron.scoring.volatility import VOLATILE, server_catalog, volatile_reason
-from pytest_heron.systems import System, to_prediction
+from pytest_heron.systems import System, reported_tables, to_prediction
 
 TIME_RUNS = 5  # timed executions of gold and of a correct prediction (after one warm-up each)
 
@@ -138,6 +138,42 @@ def score_question(
     return first
 
 
+NO_TABLES = (
+    "the adapter reported no tables (tables_ranked, or tables): a retrieval run scores only them"
+)
+
+
+def score_retrieval(system: System, q: GoldQuestion, adapter_timeout: float) -> Outcome:
+    """A retrieval run's answer to ``q`` (``--heron-task=retrieval``): the tables the adapter
+    reports, ranked (``tables_ranked``) or as its context, and nothing else: no SQL is asked
+    for or run, so the outcome is never ``correct`` (there is no EX); it is an error only when
+    the adapter failed or reported no tables (``invalid_prediction``). Never raises."""
+    out = Outcome.blank(q)
+    started = time.perf_counter()
+    try:
+        raw = system.ask(q, adapter_timeout, None)
+    except Exception as exc:
+        kind, message = _adapter_failure(exc)
+        usage = _counters(_plain(getattr(exc, "usage", None)))
+        latency = _latency(time.perf_counter() - started, usage)
+        return out.failed(kind, message, usage=usage, latency_s=latency)
+    ranked, context = reported_tables(raw)
+    billed = raw.usage if isinstance(raw, Prediction) else None
+    if isinstance(raw, Mapping):
+        billed = raw.get("usage")
+    usage = _counters(_plain(billed))
+    out = dataclasses.replace(
+        out,
+        tables_ranked=None if ranked is None else tuple(ranked),
+        tables_in_context=None if context is None else tuple(context),
+        usage=usage,
+        latency_s=_latency(time.perf_counter() - started, usage),
+    )
+    if ranked is None and context is None:
+        return out.failed(ErrorKind.INVALID_PREDICTION, NO_TABLES)
+    return out
+
+
 def score_sql(
     q: GoldQuestion,
     sql: str,
@@ -216,6 +252,7 @@ def _score_sample(
     the timing runs will repeat it there)."""
     out = Outcome.blank(q)
     started = time.perf_counter()
+    raw: Any = None
     try:
         raw = system.ask(q, adapter_timeout, sample)
         pred: Prediction = to_prediction(raw)
@@ -223,13 +260,20 @@ def _score_sample(
         kind, message = _adapter_failure(exc)
         usage = _counters(_plain(getattr(exc, "usage", None)))
         latency = _latency(time.perf_counter() - started, usage)
-        return out.failed(kind, message, usage=usage, latency_s=latency), None
+        ranked, context = reported_tables(raw)  # kept without SQL: Set-Recall still counts them
+        tables = {
+            "tables_ranked": None if ranked is None else tuple(ranked),
+            "tables_in_context": None if context is None else tuple(context),
+        }
+        return out.failed(kind, message, usage=usage, latency_s=latency, **tables), None
     tables = _plain(pred.tables_in_context)
+    ranked = _plain(pred.tables_ranked)
     usage = _counters(_plain(pred.usage))
     out = dataclasses.replace(
         out,
         pred_sql=pred.sql,
         tables_in_context=None if tables is None else tuple(str(t) for t in tables),
+        tables_ranked=None if not isinstance(ranked, list) else tuple(str(t) for t in ranked),
         usage=usage,
         latency_s=_latency(time.perf_counter() - started, usage),
     )

@@ -47,6 +47,8 @@ class HeronItem(pytest.Item):
         self.outcome = self.run.answer(self.question)
         if self.outcome.correct:
             return
+        if self.run.task == "retrieval" and self.outcome.error_kind is None:
+            return  # a retrieval run has no EX: the adapter reported tables, scored after the run
         message = failure_message(self.question, self.outcome)
         if self.run.settings.gated and self.outcome.error_kind is not ErrorKind.INFRA_CRASH:
             pytest.xfail(message)  # with a gate, the gate decides the exit status

@@ -47,6 +47,8 @@ class _FixedSql:
     """A system under test that answers one given SQL text (what :meth:`Kit.score` scores)."""
 
     version: str | None = None
+    adapter_name: str | None = None
+    task: str | None = None
     isolation = "not-needed"  # no system code runs: the SQL is given
     sandbox: str | None = None
     takes_sample = False

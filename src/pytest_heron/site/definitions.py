@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_heron.scoring import GRADE_WEIGHTS, REF_LATENCY_S, REF_TOKENS_PER_Q
+from pytest_heron.scoring import REF_LATENCY_S, REF_TOKENS_PER_Q, grade_formula
 
 METRICS = (  # key, label, definition (the run page's cards)
     (
@@ -85,9 +85,9 @@ METRICS = (  # key, label, definition (the run page's cards)
     (
         "grade",
         "Grade",
-        "0-100: "
-        + " + ".join(f"{w:.2f}·{k}" for k, w in GRADE_WEIGHTS.items())
-        + f"; alone, TokenEconomy and Latency use T_ref={REF_TOKENS_PER_Q:g} tokens/q "
+        f"0-100: {grade_formula()} (token economy, reliability and latency are paid per "
+        "right answer, so EX 0 grades 0; Soft-F1 is not part of it)"
+        f"; alone, TokenEconomy and Latency use T_ref={REF_TOKENS_PER_Q:g} tokens/q "
         f"and L_ref={REF_LATENCY_S:g} s (on a board, the board's best).",
     ),
 )

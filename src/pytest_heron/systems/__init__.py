@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from pytest_heron.systems.preflight import check_options as check_options
     from pytest_heron.systems.raw_llm import STRATEGIES as STRATEGIES
     from pytest_heron.systems.registry import known_adapters as known_adapters
+    from pytest_heron.systems.registry import reported_tables as reported_tables
     from pytest_heron.systems.registry import to_prediction as to_prediction
     from pytest_heron.systems.retrieval.rankers import EmbeddingRanker as EmbeddingRanker
     from pytest_heron.systems.retrieval.rankers import Ranker as Ranker
@@ -92,6 +93,7 @@ _DOOR = {
     "ranker": "retrieval.rankers",
     "serve": "llm.stub",
     "table_docs": "retrieval.rankers",
+    "reported_tables": "registry",
     "to_prediction": "registry",
 }
 __getattr__ = opener(globals(), _DOOR)

@@ -46,6 +46,8 @@ class System(Protocol):
     """What the scorer asks of a system under test (see the module docstring)."""
 
     version: str | None  # the adapter's ``version`` attribute, recorded in the conditions
+    adapter_name: str | None  # the adapter's ``name`` attribute, recorded beside its spec
+    task: str | None  # the adapter's ``task`` attribute ("retrieval": it ranks tables only)
     isolation: str  # how the adapter was kept from the harness's files (jail.LEVELS)
 
     @property
@@ -149,6 +151,8 @@ class GoldSystem:
     """``gold``: every question answered with its own gold SQL, by the harness."""
 
     version: str | None = GoldAdapter.version
+    adapter_name: str | None = GoldAdapter.name
+    task: str | None = None
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -176,6 +180,8 @@ class FileSystem:
     (:mod:`pytest_heron.systems.predictions`), by the harness; no adapter code runs."""
 
     version: str | None = None
+    adapter_name: str | None = "file"
+    task: str | None = None
     takes_sample = False
     note: str | None = None
     isolation = jails.NOT_NEEDED
@@ -198,7 +204,11 @@ class FileSystem:
         sql = self.predictions.sql.get(q.id)
         if sql is None:  # cannot happen after the file's check; kept as a clear failure
             raise AdapterError(f"the predictions file has no prediction for {q.id}")
-        return {"sql": sql, "tables": self.predictions.tables.get(q.id)}
+        return {
+            "sql": sql,
+            "tables": self.predictions.tables.get(q.id),
+            "tables_ranked": self.predictions.ranked.get(q.id),
+        }
 
     def close(self) -> None:
         pass
@@ -257,6 +267,9 @@ class InProcessSystem:
         self.probe = make() if probe is None else probe
         version = getattr(self.probe, "version", None)
         self.version: str | None = None if version is None else str(version)
+        name, task = getattr(self.probe, "name", None), getattr(self.probe, "task", None)
+        self.adapter_name: str | None = None if name is None else str(name)
+        self.task: str | None = None if task is None else str(task)
         self.takes_sample = wire.accepts_sample(self.probe)
         self.needs: Mapping[str, Any] = wire.declared_needs(self.probe)
         self._adapter: Adapter | None = None

@@ -88,6 +88,7 @@ def answer_to_json(raw: Any) -> dict[str, Any]:
             "prediction": {
                 "sql": plain(raw.sql),
                 "tables_in_context": plain(raw.tables_in_context),
+                "tables_ranked": plain(raw.tables_ranked),
                 "usage": plain(raw.usage),
             }
         }
@@ -232,6 +233,8 @@ class Child:
         return {
             "ok": True,
             "version": None if version is None else str(version),
+            "name": plain(getattr(self.adapter, "name", None)),
+            "task": plain(getattr(self.adapter, "task", None)),
             "sample": accepts_sample(self.adapter),
             "needs": declared_needs(self.adapter),
             "conditions": callable(getattr(self.adapter, "conditions", None)),

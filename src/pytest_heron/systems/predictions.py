@@ -3,7 +3,8 @@
 
 The file is JSON lines, one object per question: ``{"id": "q001", "sql": "SELECT ..."}``, with
 an optional ``"tables"`` (the tables the system put in its model's context, a list of strings,
-for Set-Recall). It comes from elsewhere, so it is read as untrusted input: every problem is
+for Set-Recall) and an optional ``"tables_ranked"`` (its table retrieval's ranking, best first,
+for Set-Recall@k). It comes from elsewhere, so it is read as untrusted input: every problem is
 collected and reported before the first question, each naming its line (a line that is not a
 JSON object, a field of the wrong type, an unknown field, an id the question set does not have,
 an id given twice), then every question without a prediction. The SQL itself is untrusted as
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from pytest_heron.core.safe_text import printable
 
 MAX_BYTES = 64 * 1024 * 1024  # a predictions file larger than this is refused unread
 MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)
-FIELDS = ("id", "sql", "tables")
+FIELDS = ("id", "sql", "tables", "tables_ranked")
 LINE_LIMITS = Limits(max_bytes=MAX_BYTES, max_depth=8, max_items=10_000)
 
 
@@ -40,6 +41,7 @@ class PredictionFile:
     sha256: str
     sql: dict[str, str]  # question id -> predicted SQL
     tables: dict[str, list[str]]  # question id -> tables in context, where given
+    ranked: dict[str, list[str]] = field(default_factory=dict)  # id -> ranking, where given
 
 
 def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None:
@@ -47,18 +49,20 @@ def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None
         return f"line {number}: expected a JSON object with 'id' and 'sql'"
     unknown = sorted(str(k) for k in value if k not in FIELDS)
     if unknown:
-        return f"line {number}: unknown field {quoted(unknown[0])} (allowed: id, sql, tables)"
-    qid, sql, tables = value.get("id"), value.get("sql"), value.get("tables")
+        return f"line {number}: unknown field {quoted(unknown[0])} (allowed: {', '.join(FIELDS)})"
+    qid, sql = value.get("id"), value.get("sql")
     if not isinstance(qid, str):
         return f"line {number}: 'id' must be a string"
     if qid not in known:
         return f"line {number}: unknown question id {quoted(qid)}"
     if not isinstance(sql, str):
         return f"line {number}: 'sql' of {qid!r} must be a string"
-    if tables is not None and not (
-        isinstance(tables, list) and all(isinstance(t, str) for t in tables)
-    ):
-        return f"line {number}: 'tables' of {qid!r} must be a list of strings"
+    for key in ("tables", "tables_ranked"):
+        tables = value.get(key)
+        if tables is not None and not (
+            isinstance(tables, list) and all(isinstance(t, str) for t in tables)
+        ):
+            return f"line {number}: {key!r} of {qid!r} must be a list of strings"
     return None
 
 
@@ -85,6 +89,7 @@ def load_predictions(
     problems: list[str] = []
     sql: dict[str, str] = {}
     tables: dict[str, list[str]] = {}
+    ranked: dict[str, list[str]] = {}
     first_line: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -105,6 +110,8 @@ def load_predictions(
         sql[value["id"]] = value["sql"]
         if value.get("tables") is not None:
             tables[value["id"]] = list(value["tables"])
+        if value.get("tables_ranked") is not None:
+            ranked[value["id"]] = list(value["tables_ranked"])
     missing = sorted(q for q in question_ids if q not in sql and q not in first_line)
     if missing and every:
         shown = ", ".join(missing[:MAX_PROBLEMS]) + (
@@ -118,7 +125,7 @@ def load_predictions(
             f"{where}: {len(problems)} problem(s): {listed}. Expected one JSON object per line, "
             '{"id": "q001", "sql": "SELECT ..."}, for every question of the set'
         )
-    return PredictionFile(path, hashlib.sha256(data).hexdigest(), sql, tables)
+    return PredictionFile(path, hashlib.sha256(data).hexdigest(), sql, tables, ranked)
 
 
 def missing_for(predictions: PredictionFile, selected: Collection[str]) -> str | None:

@@ -73,6 +73,7 @@ def answer_from_json(value: Any) -> Any:
             return Prediction(
                 sql=p.get("sql"),
                 tables_in_context=p.get("tables_in_context"),
+                tables_ranked=p.get("tables_ranked"),
                 usage=p.get("usage"),
             )
         if "other" in value:
@@ -115,6 +116,9 @@ class ChildSystem:
             raise AdapterLookupError(f"adapter {name!r} could not be loaded: {exc}") from None
         version = info.get("version")
         self.version: str | None = None if version is None else str(version)
+        own, task = info.get("name"), info.get("task")
+        self.adapter_name: str | None = None if own is None else str(own)
+        self.task: str | None = None if task is None else str(task)
         self.takes_sample = info.get("sample") is True
         self._has_conditions = info.get("conditions") is True
         needs = info.get("needs")

@@ -80,6 +80,26 @@ def wrong_type(type_name: str) -> InvalidPrediction:
     )
 
 
+def reported_tables(raw: Any) -> tuple[list[str] | None, list[str] | None]:
+    """``(tables_ranked, tables_in_context)`` of what ``generate`` returned, SQL or not (a
+    retrieval-only answer: a Prediction or a mapping with tables and no SQL); ``(None, None)``
+    for anything that reports no tables.
+
+    >>> reported_tables({"tables_ranked": ["a.b"]}), reported_tables("SELECT 1")
+    ((['a.b'], None), (None, None))
+    """
+
+    def texts(value: Any) -> list[str] | None:
+        return [str(t) for t in value] if isinstance(value, (list, tuple)) else None
+
+    if isinstance(raw, Prediction):
+        return texts(raw.tables_ranked), texts(raw.tables_in_context)
+    if isinstance(raw, Mapping):
+        context = raw.get("tables", raw.get("tables_in_context"))
+        return texts(raw.get("tables_ranked")), texts(context)
+    return None, None
+
+
 def to_prediction(raw: Any) -> Prediction:
     """Normalise what ``generate`` returned; raise AdapterError for anything unusable."""
     if isinstance(raw, Prediction):
@@ -90,10 +110,12 @@ def to_prediction(raw: Any) -> Prediction:
         if not isinstance(raw.get("sql"), str):
             raise InvalidPrediction("the adapter returned a mapping without a string 'sql'")
         tables = raw.get("tables", raw.get("tables_in_context"))
+        ranked = raw.get("tables_ranked")
         usage = raw.get("usage")
         pred = Prediction(
             sql=raw["sql"],
             tables_in_context=[str(t) for t in tables] if isinstance(tables, list) else None,
+            tables_ranked=[str(t) for t in ranked] if isinstance(ranked, list) else None,
             usage={str(k): int(v) for k, v in usage.items()}
             if isinstance(usage, Mapping)
             else None,

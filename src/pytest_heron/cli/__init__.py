@@ -1,75 +1,28 @@
-"""The heron command: seed, ddl, checksum, compare, recall, submit, verify-submission,
-leaderboard, site, runner, variants and stub-llm."""
+"""The heron command: seed, ddl, checksum, dsn (:mod:`.states`, the commands on database
+states), compare, recall, submit, verify-submission, leaderboard, site, runner, variants and
+stub-llm."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_heron import __version__
+from pytest_heron.cli.states import (
+    adapter_tables,
+    add_state_commands,
+    say,
+    server_for,
+    wait_for_interrupt,
+)
 from pytest_heron.core.errors import HeronError
 from pytest_heron.core.safe_text import printable
-from pytest_heron.generate import LAYOUTS
 from pytest_heron.options import SCALES
-
-if TYPE_CHECKING:  # psycopg and the server code load only for a command that needs a server
-    from pytest_heron.database import Server
-
-
-def _say(msg: str) -> None:
-    print(f"heron: {msg}", file=sys.stderr, flush=True)
-
-
-def _server(dsn: str | None) -> Server:
-    from pytest_heron.database import embedded, from_dsn
-
-    return from_dsn(dsn) if dsn else embedded()
-
-
-def _seed(args: argparse.Namespace) -> int:
-    from pytest_heron.database import ensure_state, redacted
-
-    started = time.perf_counter()
-    server = _server(args.dsn)
-    try:
-        state = ensure_state(
-            server,
-            args.scale,
-            args.seed,
-            jobs=args.jobs,
-            progress=_say,
-            database=args.database,
-            replace=args.replace,
-            layout=args.layout,
-        )
-    finally:
-        server.stop()
-    print(
-        json.dumps(
-            {
-                "database": state.database,
-                "dsn": redacted(state.admin_dsn),
-                "tables": state.manifest.get("tables"),
-                "schemas": state.manifest.get("schemas"),
-                "rows": state.manifest.get("rows"),
-                "seconds": round(time.perf_counter() - started, 3),
-            }
-        )
-    )
-    return 0
-
-
-def _ddl(args: argparse.Namespace) -> int:
-    from pytest_heron.generate import ddl_script
-
-    sys.stdout.write(ddl_script(args.layout))
-    return 0
 
 
 def _runner(args: argparse.Namespace) -> int:
@@ -77,35 +30,6 @@ def _runner(args: argparse.Namespace) -> int:
 
     page = build_runner(Path(args.out), progress=lambda msg: print(msg, file=sys.stderr))
     print(page)
-    return 0
-
-
-def _checksum(args: argparse.Namespace) -> int:
-    import psycopg
-
-    from pytest_heron.database import citus_state_name, state_name, table_checksums, total_line
-    from pytest_heron.generate import load_bundle
-
-    named = citus_state_name if args.layout == "citus" else state_name
-    database = args.database or named(args.scale, args.seed)
-    server = _server(args.dsn)
-    try:
-        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
-            found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
-            if found.fetchone() is None:
-                raise HeronError(
-                    f"database {database!r} does not exist on the server; build it first with "
-                    f"heron seed --scale {args.scale or '...'} --seed {args.seed or '...'}"
-                )
-        schemas = [m.name for m in load_bundle().modules]
-        lines = []
-        for name, rows, sha in table_checksums(server.dsn(database), schemas):
-            lines.append((name, rows, sha))
-            print(f"{name}\t{rows}\t{sha}", flush=True)
-        name, rows, sha = total_line(lines)
-        print(f"{name}\t{rows}\t{sha}")
-    finally:
-        server.stop()
     return 0
 
 
@@ -154,6 +78,8 @@ def _recall(args: argparse.Namespace) -> int:
     from pytest_heron.systems import ranker
 
     questions = load_questions(Path(args.questions) if args.questions else None)
+    if args.adapter:
+        return _recall_of_adapter(args, list(questions))
     if args.method == "embedding":  # minutes on a small machine: show progress
         from pytest_heron.core.progress import Steps
         from pytest_heron.systems import build_ranker, table_docs
@@ -188,6 +114,36 @@ def _recall(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recall_of_adapter(args: argparse.Namespace, questions: list[Any]) -> int:
+    """``heron recall --adapter``: the adapter's reported tables, scored as Set-Recall@k."""
+    from pytest_heron.scoring import markdown, reported_table
+
+    reported, failures = adapter_tables(
+        args.adapter, questions, args.scale, args.seed, args.dsn, args.timeout
+    )
+    rows = reported_table(questions, reported, args.k)
+    ranked = sum(r[0] is not None for r in reported.values())
+    conditions = {
+        "adapter": args.adapter,
+        "scale": args.scale,
+        "seed": args.seed,
+        "questions": len(questions),
+        "ranked": ranked,
+        "failures": failures,
+        "unit": "percent of gold tables in the top k of the adapter's tables_ranked (an unranked"
+        " set counts at its own size), averaged over questions",
+    }
+    if args.json:
+        print(json.dumps({"conditions": conditions, "recall": rows}, indent=2))
+    else:
+        print(
+            f"Set-Recall@k, adapter {args.adapter}, {len(questions)} questions ({ranked} answered "
+            f"with a ranking, {failures} failed), {args.scale}/{args.seed}\n"
+        )
+        print(markdown(rows, args.k))
+    return 0
+
+
 def _submit(args: argparse.Namespace) -> int:
     from pytest_heron.board import About, write_submission
     from pytest_heron.results import read_results
@@ -215,11 +171,11 @@ def _submit(args: argparse.Namespace) -> int:
     ]
     if missing:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in missing)
-        _say(f"wrote {folder}; {len(missing)} field(s) still say {PLACEHOLDER!r}: give {flags}")
-        _say(f"and run heron submit again, then heron verify-submission {folder}")
+        say(f"wrote {folder}; {len(missing)} field(s) still say {PLACEHOLDER!r}: give {flags}")
+        say(f"and run heron submit again, then heron verify-submission {folder}")
     else:
-        _say(f"wrote {folder}; check it with heron verify-submission {folder}, then open a pull")
-        _say("request with the folder")
+        say(f"wrote {folder}; check it with heron verify-submission {folder}, then open a pull")
+        say("request with the folder")
     print(folder)
     return 0
 
@@ -259,7 +215,7 @@ def _verify(args: argparse.Namespace) -> int:
         hidden_seed=args.hidden_seed,
         backend=args.backend,
         dsn=args.dsn,
-        progress=_say,
+        progress=say,
         questions_dir=Path(args.questions) if args.questions else None,
         replay_cache=not args.no_replay,
         variant_endpoint=args.variant_endpoint,
@@ -267,7 +223,7 @@ def _verify(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else folder / VERDICT
     write_verdict(out, verdict)
     data = verdict.to_json()
-    _say(one_line(summary_of(data)))
+    say(one_line(summary_of(data)))
     for reason in verdict.reasons:  # may quote the submission's text: shown escaped
         print(f"  - {one_line(reason)}", file=sys.stderr)
     print(out)
@@ -282,12 +238,12 @@ def _leaderboard(args: argparse.Namespace) -> int:
     if args.check:
         differ = check_board(files, out)
         if differ:
-            _say(
+            say(
                 f"{', '.join(differ)} differ from what {args.submissions} produces: regenerate "
                 f"with `heron leaderboard {args.submissions} --out {args.out}` (never edit by hand)"
             )
             return 1
-        _say(f"{out}: up to date ({len(files)} files)")
+        say(f"{out}: up to date ({len(files)} files)")
         return 0
     for path in write_board(files, out):
         print(path)
@@ -306,7 +262,7 @@ def _site(args: argparse.Namespace) -> int:
             first = runs[0].results.conditions if runs else None
             scale = args.scale or (first.scale if first else "small")
             seed = args.seed if args.seed is not None else (first.seeds[0] if first else 42)
-            return gold_rows_on_state(questions, scale, seed, args.dsn, _say)
+            return gold_rows_on_state(questions, scale, seed, args.dsn, say)
 
     written = build_site(
         Path(args.out),
@@ -315,9 +271,9 @@ def _site(args: argparse.Namespace) -> int:
         questions=None if args.questions is None else Path(args.questions),
         gold=gold,
         runner=args.runner,
-        progress=_say,
+        progress=say,
     )
-    _say(f"wrote {len(written)} pages; open {Path(args.out) / 'index.html'}")
+    say(f"wrote {len(written)} pages; open {Path(args.out) / 'index.html'}")
     print(Path(args.out) / "index.html")
     return 0
 
@@ -333,15 +289,15 @@ def _variants(args: argparse.Namespace) -> int:
         questions = [q for q in questions if q.id in wanted]
     seeds = [int(s) for s in args.seeds.split(",")]
     started = time.perf_counter()
-    server = _server(args.dsn)
+    server = server_for(args.dsn)
     try:
-        dsns = [ensure_state(server, args.scale, s, progress=_say).admin_dsn for s in seeds]
-        variants, short = draw_variants(questions, args.seed, args.count, dsns, progress=_say)
+        dsns = [ensure_state(server, args.scale, s, progress=say).admin_dsn for s in seeds]
+        variants, short = draw_variants(questions, args.seed, args.count, dsns, progress=say)
     finally:
         server.stop()
     sys.stdout.write(json_lines(variants))
     sys.stdout.flush()
-    _say(
+    say(
         f"{len(variants)} variants of {sum(1 for q in questions if q.parameters)} parameterised"
         f" questions, audited on {len(dsns)} states of scale {args.scale} in"
         f" {time.perf_counter() - started:.1f} s; {len(short)} question(s) short"
@@ -350,8 +306,9 @@ def _variants(args: argparse.Namespace) -> int:
 
 
 DESCRIPTION = (
-    "pytest-heron's command line: seed and checksum the states, compare results files, build "
-    "the results site, make and verify submissions, serve a stub LLM endpoint. The benchmark "
+    "pytest-heron's command line: seed, checksum and connect to the states, compare results "
+    "files, build the results site, make and verify submissions, serve a stub LLM endpoint. The "
+    "benchmark "
     "itself runs under pytest: pytest --heron-adapter=gold --heron-scale=tiny"
 )
 
@@ -366,9 +323,7 @@ def _stub_llm(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        wait_for_interrupt()
     finally:
         stub.stop()
     return 0
@@ -379,44 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"heron {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    seed = sub.add_parser("seed", help="build one seeded database state")
-    seed.add_argument("--scale", choices=SCALES, required=True)
-    seed.add_argument("--seed", type=int, required=True)
-    seed.add_argument("--dsn", help="a server to build on (default: the embedded server)")
-    seed.add_argument(
-        "--database",
-        help="database name (default: heron_<scale>_<seed>_<ver>, with _citus after it for"
-        " --layout citus)",
-    )
-    seed.add_argument("--jobs", type=int, default=1, help="parallel load processes (default: 1)")
-    seed.add_argument("--replace", action="store_true", help="rebuild even if a valid one exists")
-    seed.add_argument(
-        "--layout",
-        choices=LAYOUTS,
-        default="standard",
-        help="key layout; citus: composite (tenant_id, id) keys, tables distributed by tenant_id,"
-        " on a Citus coordinator (--dsn); a missing database is created on every node"
-        " (default: standard)",
-    )
-    seed.set_defaults(func=_seed)
-
-    ddl = sub.add_parser("ddl", help="print the schema of a key layout as a psql script")
-    ddl.add_argument("--layout", choices=LAYOUTS, default="standard", help="(default: standard)")
-    ddl.set_defaults(func=_ddl)
-
-    check = sub.add_parser("checksum", help="per-table SHA-256 of a seeded database")
-    check.add_argument("--dsn", help="the server (default: the embedded server)")
-    target = check.add_mutually_exclusive_group(required=True)
-    target.add_argument("--database", help="the database to checksum")
-    target.add_argument("--scale", choices=SCALES, help="with --seed: the state's database")
-    check.add_argument("--seed", type=int)
-    check.add_argument(
-        "--layout",
-        choices=LAYOUTS,
-        default="standard",
-        help="with --scale: the state of this key layout (default: standard)",
-    )
-    check.set_defaults(func=_checksum)
+    add_state_commands(sub)
 
     var = sub.add_parser(
         "variants",
@@ -465,8 +383,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmp.set_defaults(func=_compare)
 
-    rec = sub.add_parser("recall", help="Set-Recall@k of an offline table retrieval baseline")
-    rec.add_argument("--method", choices=("bm25", "embedding"), required=True)
+    rec = sub.add_parser(
+        "recall", help="Set-Recall@k of a table retrieval: a baseline or an adapter"
+    )
+    how = rec.add_mutually_exclusive_group(required=True)
+    how.add_argument("--method", choices=("bm25", "embedding"))
+    how.add_argument(
+        "--adapter",
+        help="any adapter (entry point or module:Class): its tables_ranked, no SQL needed",
+    )
+    rec.add_argument(
+        "--scale", choices=SCALES, default="tiny", help="with --adapter (default: tiny)"
+    )
+    rec.add_argument("--seed", type=int, default=42, help="with --adapter (default: 42)")
+    rec.add_argument("--dsn", help="with --adapter: the server (default: the embedded server)")
+    rec.add_argument(
+        "--timeout", type=float, default=120.0, help="with --adapter: per question, s (default 120)"
+    )
     rec.add_argument("--k", type=_ks, default=(5, 10, 20), help="comma-separated (default 5,10,20)")
     rec.add_argument("--json", action="store_true", help="print JSON instead of a Markdown table")
     rec.add_argument("--questions", help="a folder of question files (default: the built-in set)")
@@ -575,7 +508,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("heron: interrupted", file=sys.stderr)
         return 130
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

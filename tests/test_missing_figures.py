@@ -127,10 +127,11 @@ def test_a_runner_file_has_no_zero_for_what_it_does_not_carry(tmp_path: Path, le
     assert full.absent == () and full.soft_f1 is not None and full.ex_superset == 57.5
     assert m.grade is not None and full.grade is not None
     # the Grade leaves VES out and renormalises: the other parts are the same in both files
-    answered = 1 - m.errors / N
+    right = m.ex_multistate / 100  # thrift, reliability and speed are paid per right answer
     economy = 100 * min(1.0, metrics.REF_TOKENS_PER_Q / (m.tokens_per_q or 1))
     speed = 100 * min(1.0, metrics.REF_LATENCY_S / (m.latency_s_median or 1))
-    rest = 0.10 * 100 * answered + answered * (0.15 * economy + 0.10 * speed)
+    reliability = 100 * (1 - m.errors / N)
+    rest = right * (0.15 * economy + 0.10 * reliability + 0.10 * speed)
     assert m.grade == pytest.approx((0.45 * 57.5 + rest) / 0.80, abs=1e-3)
     assert m.grade > 0.45 * 57.5 + rest + 0.20 * 0.0 + 1  # well above VES counted as 0
 

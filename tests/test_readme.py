@@ -77,6 +77,13 @@ NOT_RUN = {
         '--heron-dsn "postgresql://user:pw@dbhost/postgres"'
     ): "bench scale on the reader's server; gold runs at tiny in test_plugin.py",
     "export OPENAI_API_KEY=sk-...": "a placeholder key",
+    "python3 -m venv /opt/mytool '&&' /opt/mytool/bin/pip install mytool": (
+        "a placeholder tool; test_adapter_python.py makes a bare venv with a package of its own"
+    ),
+    (
+        "pytest --heron-adapter=my_adapter:MyTool --heron-adapter-python=/opt/mytool/bin/python "
+        "--heron-scale=tiny"
+    ): "the placeholder tool above; test_adapter_python.py runs this form with its own venv",
     "heron dsn --scale tiny --seed 42": (
         "stays in the foreground until Ctrl-C; test_dsn.py runs it, connects with what it "
         "printed and interrupts it"

@@ -489,7 +489,27 @@ class HeronRun:
             return
         self.record(Outcome.blank(q).failed(ErrorKind.INFRA_CRASH, message[-2000:]))
 
-    def finish(self) -> Results | None:
+    def header(self) -> str:
+        """The report header's line (see :func:`pytest_heron.results.header_line`)."""
+        from pytest_heron.results import header_line
+
+        s = self.settings
+        return header_line(
+            adapter=s.adapter or "",
+            isolation=self.system.isolation,
+            sandbox=self.system.sandbox,
+            scale=s.scale,
+            seeds=s.seeds,
+            backend=s.backend,
+            layout=s.layout,
+            data_version=load_bundle().data_version,
+            questions=len(self.questions),
+            source="built-in" if s.questions is None else str(s.questions),
+        )
+
+    def finish(
+        self, fields: Callable[[Results], Mapping[str, Any]] | None = None
+    ) -> Results | None:
         if self.journal is not None:
             self.journal.close()
         if not self.outcomes or self.conditions is None:
@@ -502,6 +522,8 @@ class HeronRun:
             subset_of=total if answered < total else None,
         )
         self.results = results_document(conditions, list(self.outcomes.values()))
+        if fields is not None:
+            self.results = replace(self.results, extra=_scalar_fields(fields(self.results)))
         if self.settings.output is not None:
             write_results(self.settings.output, self.results)
         if self.settings.report is not None:
@@ -538,6 +560,21 @@ class HeronRun:
                 self.compare_failures = [self.compare_error] if s.compare_fail else []
                 return
             self.compare_failures = self.comparison.failures(dict(s.compare_fail))
+
+
+def _scalar_fields(found: Mapping[str, Any]) -> dict[str, str | int | float | bool | None]:
+    """The results file's extra fields, checked: names are strings, values JSON scalars."""
+    out: dict[str, str | int | float | bool | None] = {}
+    for key, value in found.items():
+        if not isinstance(key, str) or not (
+            value is None or isinstance(value, (str, int, float, bool))
+        ):
+            raise ConfigError(
+                f"pytest_heron_results_fields: field {key!r} = {value!r}: a field is a name and "
+                "a string, number, true/false or null"
+            )
+        out[key] = value
+    return out
 
 
 def _outputs(settings: Settings, rootdir: Path) -> list[Path]:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pytest_heron.results.saved import save_run as save_run
     from pytest_heron.results.terminal import absent_note as absent_note
     from pytest_heron.results.terminal import conditions_line as conditions_line
+    from pytest_heron.results.terminal import header_line as header_line
     from pytest_heron.results.terminal import summary_lines as summary_lines
     from pytest_heron.results.terminal import usage_line as usage_line
 
@@ -41,6 +42,7 @@ _DOOR = {
     "compare_runs": "comparison",
     "absent_note": "terminal",
     "conditions_line": "terminal",
+    "header_line": "terminal",
     "find_run": "saved",
     "journal_path": "journal",
     "parse_fail": "comparison",

@@ -43,9 +43,12 @@ class Results:
     breakdown: Breakdown
     outcomes: tuple[Outcome, ...]
     version: int = RESULTS_VERSION
+    # fields other plugins add through the pytest_heron_results_fields hook (name -> scalar);
+    # written as "extra" only when there are any, so a run without such plugins is unchanged
+    extra: dict[str, str | int | float | bool | None] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, JSON]:
-        return {
+        out: dict[str, JSON] = {
             "version": self.version,
             "conditions": self.conditions.to_json(),
             "metrics": self.metrics.to_json(),
@@ -55,6 +58,9 @@ class Results:
             },
             "questions": [o.to_json() for o in self.outcomes],
         }
+        if self.extra:
+            out["extra"] = dict(sorted(self.extra.items()))
+        return out
 
     @classmethod
     def from_json(cls, data: Any, where: str = "results") -> Results:
@@ -99,6 +105,7 @@ class Results:
             },
             outcomes=tuple(sorted(outcomes, key=lambda o: o.id)),
             version=version,
+            extra=r.scalars("extra"),
         )
 
 
@@ -170,6 +177,7 @@ def recomputed(results: Results, where: str = "results") -> Results:
         breakdown=fresh.breakdown,
         outcomes=results.outcomes,
         version=results.version,
+        extra=results.extra,
     )
 
 

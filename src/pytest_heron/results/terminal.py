@@ -68,6 +68,38 @@ def conditions_line(c: Conditions) -> str:
     )
 
 
+def header_line(
+    *,
+    adapter: str,
+    isolation: str,
+    sandbox: str | None,
+    scale: str,
+    seeds: tuple[int, ...],
+    backend: str,
+    layout: str,
+    data_version: str,
+    questions: int,
+    source: str,
+) -> str:
+    """The report header's line (pytest's ``pytest_report_header``): what the run will run on,
+    before any state is built.
+
+    >>> line = header_line(adapter="gold", isolation="not-needed", sandbox=None, scale="tiny",
+    ...                    seeds=(42,), backend="auto", layout="standard", data_version="v1",
+    ...                    questions=100, source="built-in")
+    >>> line.split(" scale=")[0]
+    'heron: adapter=gold isolation=not-needed'
+    >>> line.split(" backend=")[1]
+    'auto layout=standard data version v1, 100 questions (built-in)'
+    """
+    how = f" ({sandbox})" if sandbox else ""
+    return one_line(
+        f"heron: adapter={adapter} isolation={isolation}{how} scale={scale}"
+        f" seeds={','.join(str(s) for s in seeds)} states={len(seeds)} backend={backend}"
+        f" layout={layout} data version {data_version}, {questions} questions ({source})"
+    )
+
+
 def _isolation(c: Conditions) -> str:
     """How the adapter was isolated, and by what, when the run recorded it."""
     if c.adapter_isolation is None:

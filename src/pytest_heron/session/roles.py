@@ -138,10 +138,36 @@ class Controller(_Both):
                 qid, f"no outcome was reported ({report.when}): {report.longreprtext}"
             )
 
+    def pytest_report_header(self, config: pytest.Config) -> str:
+        return self.run.header()
+
+    def _fields(self, results: Any) -> dict[str, Any]:
+        """What the ``pytest_heron_results_fields`` implementations add (a name twice: an
+        error naming it)."""
+        merged: dict[str, Any] = {}
+        for found in self.config.hook.pytest_heron_results_fields(
+            config=self.config, results=results
+        ):
+            if not found:
+                continue
+            for key in sorted(found):
+                if key in merged:
+                    raise pytest.UsageError(
+                        f"pytest-heron: the results field {key!r} is added by two "
+                        "pytest_heron_results_fields hooks"
+                    )
+                merged[key] = found[key]
+        return merged
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         result = yield
-        self.run.finish()
+        from pytest_heron.core.errors import HeronError
+
+        try:
+            self.run.finish(fields=self._fields)
+        except HeronError as exc:  # a plugin's results field that is not a scalar
+            raise pytest.UsageError(f"pytest-heron: {exc}") from None
         if self.run.gate_failures():
             session.testsfailed += 1
         return result

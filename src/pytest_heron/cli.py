@@ -1,4 +1,4 @@
-"""The heron command: seed, ddl, checksum, compare, recall, submit, verify-submission,
+"""The heron command: seed, ddl, checksum, compare, runs, recall, submit, verify-submission,
 leaderboard, site, runner, variants and stub-llm."""
 
 from __future__ import annotations
@@ -110,29 +110,32 @@ def _checksum(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Two runs side by side, paired question by question. Exit status: 0, or 1 when B's
-    multi-state EX is more than ``--max-drop`` points below A's, or 2 when the runs' conditions
-    differ and ``--strict`` is given (or a file cannot be read)."""
-    from pytest_heron.results import compare_runs, read_results
+    """Two runs side by side, paired question by question (each a results file, or a saved run's
+    number or name under ``--rootdir``). Exit status: 0, or 1 when B's multi-state EX is more
+    than ``--max-drop`` points below A's, or 2 when the runs' conditions differ and ``--strict``
+    is given (or a file cannot be read)."""
+    from pytest_heron.results import compare_runs, locate_run, read_results, runs_folder
 
-    first, second = (read_results(Path(path)) for path in (args.a, args.b))
-    comparison = compare_runs(first, second, args.a, args.b)
-    for line in comparison.lines():
-        print(line)
-    warning = comparison.warning()
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-        if args.strict:
-            print("heron: refusing (--strict)", file=sys.stderr)
-            return 2
-    ex_a, ex_b = first.metrics.ex_multistate or 0.0, second.metrics.ex_multistate or 0.0
-    if args.max_drop is not None and ex_b < ex_a - args.max_drop:
-        print(
-            f"heron: B's multi-state EX {ex_b:.1f}% is {ex_a - ex_b:.1f} points below A's "
-            f"{ex_a:.1f}% (more than --max-drop {args.max_drop:g})",
-            file=sys.stderr,
-        )
-        return 1
+    folder = runs_folder(Path(args.rootdir))
+    paths = [locate_run(folder, spec, "heron compare") for spec in (args.a, args.b)]
+    first, second = (read_results(path) for path in paths)
+    comparison = compare_runs(first, second, str(paths[0]), str(paths[1]))
+    out = [json.dumps(comparison.to_json(), indent=2)] if args.json else comparison.lines()
+    print("\n".join(out))
+    status, said = comparison.verdict(args.strict, args.max_drop)
+    for line in said:
+        print(line, file=sys.stderr)
+    return status
+
+
+def _runs(args: argparse.Namespace) -> int:
+    """The saved runs under ``--rootdir``'s .heron/runs/, oldest first (as pytest-benchmark's
+    ``list``): the numbers ``--heron-compare=N`` and ``heron compare N M`` take."""
+    from pytest_heron.results import run_lines, run_rows, runs_folder
+
+    folder = runs_folder(Path(args.rootdir))
+    rows = run_rows(folder)
+    print(json.dumps(rows, indent=2) if args.json else "\n".join(run_lines(rows, folder)))
     return 0
 
 
@@ -449,9 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     stub.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
     stub.set_defaults(func=_stub_llm)
 
-    cmp = sub.add_parser("compare", help="compare two results files question by question")
-    cmp.add_argument("a", help="results file A")
-    cmp.add_argument("b", help="results file B")
+    cmp = sub.add_parser("compare", help="compare two runs question by question")
+    for name in ("a", "b"):
+        cmp.add_argument(
+            name, help=f"run {name.upper()}: a results file, or a saved run's number or name"
+        )
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp.add_argument("--rootdir", default=".", help="where .heron/runs/ is (default: .)")
     cmp.add_argument(
         "--strict",
         action="store_true",
@@ -464,6 +471,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when B's multi-state EX is more than POINTS below A's (default: never)",
     )
     cmp.set_defaults(func=_compare)
+
+    runs = sub.add_parser("runs", help="list the saved runs (--heron-save), oldest first")
+    runs.add_argument("--json", action="store_true", help="one JSON list instead of the table")
+    runs.add_argument("--rootdir", default=".", help="where .heron/runs/ is (default: .)")
+    runs.set_defaults(func=_runs)
 
     rec = sub.add_parser("recall", help="Set-Recall@k of an offline table retrieval baseline")
     rec.add_argument("--method", choices=("bm25", "embedding"), required=True)

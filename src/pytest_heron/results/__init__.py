@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from pytest_heron.results.journal import read_journal as read_journal
     from pytest_heron.results.saved import check_name as check_name
     from pytest_heron.results.saved import find_run as find_run
+    from pytest_heron.results.saved import locate_run as locate_run
+    from pytest_heron.results.saved import run_lines as run_lines
+    from pytest_heron.results.saved import run_rows as run_rows
     from pytest_heron.results.saved import runs_folder as runs_folder
     from pytest_heron.results.saved import save_run as save_run
     from pytest_heron.results.terminal import conditions_line as conditions_line
@@ -45,6 +48,9 @@ _DOOR = {
     "read_journal": "journal",
     "read_results": "document",
     "results_document": "document",
+    "locate_run": "saved",
+    "run_lines": "saved",
+    "run_rows": "saved",
     "runs_folder": "saved",
     "save_run": "saved",
     "summary_lines": "terminal",

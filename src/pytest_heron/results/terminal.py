@@ -39,11 +39,19 @@ def conditions_line(c: Conditions) -> str:
         f"adapter={c.adapter} scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
-        f" samples={c.samples}{extra} n={c.n_questions}"
+        f" samples={c.samples}{extra}{_variants(c)} n={c.n_questions}"
         + (f" ({c.subset_note})" if c.subset_note else "")
         + f" backend={c.backend}{_layout(c)} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})"
     )
+
+
+def _variants(c: Conditions) -> str:
+    """A run on ``--heron-variants`` (never-published variants, not the public questions) says
+    so, with the spec that regenerates them: ``variants=SEED:COUNT``."""
+    if c.variants is None:
+        return ""
+    return f" variants={c.variants['seed']}:{c.variants['count']}"
 
 
 def _layout(c: Conditions) -> str:

@@ -162,6 +162,16 @@ NOT_RUN = {
     "python3 -m http.server -d runner 8000": (
         "serves until stopped; the runner tests serve the page the same way"
     ),
+    "pip install pytest_heron-0.1.0-py3-none-any.whl": (
+        "the wheel form: test_packaging.py::test_the_wheel_ships_the_board_protocol builds that "
+        "wheel with pip and reads the protocol out of it"
+    ),
+    "pip install 'pytest-heron @ git+URL'": (
+        "URL stands for the reader's clone URL (the network); the same source as the path form"
+    ),
+    "pip install /path/to/pytest-heron": (
+        "the path form, which the Quick start's `pip install -q .` runs in the clone"
+    ),
     "heron verify-submission submissions/my-tool": (
         "builds four small states (minutes); the verifier runs in test_submissions.py"
     ),

@@ -254,7 +254,9 @@ def _verify(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     if folder.is_symlink() or not folder.is_dir():
         raise HeronError(f"{folder}: not a submission folder")
-    protocol = load_protocol(Path(args.protocol) if args.protocol else default_protocol_path())
+    protocol_path = Path(args.protocol) if args.protocol else default_protocol_path()
+    protocol = load_protocol(protocol_path)
+    _say(f"protocol: {protocol.name} ({protocol_path})")
     verdict = verify(
         folder,
         protocol,
@@ -512,7 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="an endpoint to run the submitted system on unseen variants at the hidden seed "
         "(default: none; the verdict says the variant check was not run)",
     )
-    ver.add_argument("--protocol", help="the board protocol file (default: board/protocol.yaml)")
+    ver.add_argument(
+        "--protocol",
+        help="the board protocol file (default: ./board/protocol.yaml, else the one installed)",
+    )
     ver.add_argument(
         "--questions", help="the question set the run used (default: the built-in set)"
     )

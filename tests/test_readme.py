@@ -451,6 +451,27 @@ def test_the_llm_examples_run_against_the_stub(tmp_path: Path) -> None:
             assert "heron::q005" in run.stdout and "model=heron-stub" in run.stdout
 
 
+def test_the_readme_adapter_without_an_endpoint_stops_before_the_first_question(
+    tmp_path: Path,
+) -> None:
+    """The README's adapter declares ``needs_llm``: with no server at its endpoint (``heron
+    stub-llm`` not started yet), the documented command stops with one line, no question run."""
+    import socket
+
+    code = README.split("### Adding an adapter", 1)[1].split("```python\n", 1)[1]
+    (tmp_path / "mytool_adapter.py").write_text(code.split("```", 1)[0])
+    with socket.socket() as probe:  # a port nothing listens on (bound, never listened, closed)
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    prefix = "pytest --heron-adapter=mytool_adapter:MyTool --heron-endpoint=http://127.0.0.1:8089"
+    command = _documented(prefix).replace("http://127.0.0.1:8089/v1", closed)
+    run = _shell(command + " -p no:randomly", tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout[-3000:] + run.stderr[-2000:]
+    said = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and f"--heron-endpoint {closed} cannot be reached" in said[0], said
+    assert "heron::q" not in run.stdout and "passed" not in run.stdout
+
+
 def test_every_test_a_page_names_exists() -> None:
     """The guarantee tables (docs/threat-model.md, docs/verification.md) name the test that
     holds each guarantee; a renamed or removed test must not leave a guarantee unheld."""

@@ -110,33 +110,18 @@ def _checksum(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Two runs side by side, paired question by question (each a results file, or a saved run's
-    number or name under ``--rootdir``). Exit status: 0, or 1 when B's multi-state EX is more
-    than ``--max-drop`` points below A's, or 2 when the runs' conditions differ and ``--strict``
-    is given (or a file cannot be read)."""
-    from pytest_heron.results import compare_runs, locate_run, read_results, runs_folder
+    from pytest_heron.results import compare_command
 
-    folder = runs_folder(Path(args.rootdir))
-    paths = [locate_run(folder, spec, "heron compare") for spec in (args.a, args.b)]
-    first, second = (read_results(path) for path in paths)
-    comparison = compare_runs(first, second, str(paths[0]), str(paths[1]))
-    out = [json.dumps(comparison.to_json(), indent=2)] if args.json else comparison.lines()
-    print("\n".join(out))
-    status, said = comparison.verdict(args.strict, args.max_drop)
-    for line in said:
-        print(line, file=sys.stderr)
-    return status
+    return compare_command(
+        args.a, args.b, Path(args.rootdir), as_json=args.json, strict=args.strict,
+        max_drop=args.max_drop,
+    )  # fmt: skip
 
 
 def _runs(args: argparse.Namespace) -> int:
-    """The saved runs under ``--rootdir``'s .heron/runs/, oldest first (as pytest-benchmark's
-    ``list``): the numbers ``--heron-compare=N`` and ``heron compare N M`` take."""
-    from pytest_heron.results import run_lines, run_rows, runs_folder
+    from pytest_heron.results import runs_command
 
-    folder = runs_folder(Path(args.rootdir))
-    rows = run_rows(folder)
-    print(json.dumps(rows, indent=2) if args.json else "\n".join(run_lines(rows, folder)))
-    return 0
+    return runs_command(Path(args.rootdir), as_json=args.json)
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -364,10 +349,11 @@ DESCRIPTION = (
 def _stub_llm(args: argparse.Namespace) -> int:
     from pytest_heron.systems import STUB_MODEL, serve
 
-    stub = serve(args.host, args.port).start()
+    stub = serve(args.host, args.port, cors=args.cors).start()
     print(
         f"heron stub-llm: serving {stub.url} (model {STUB_MODEL}; gold's SQL for four "
-        "questions in five, SELECT 1 for the fifth); Ctrl-C stops it",
+        f"questions in five, SELECT 1 for the fifth{'; CORS on' if args.cors else ''}); "
+        "Ctrl-C stops it",
         flush=True,
     )
     try:
@@ -452,6 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stub.add_argument("--port", type=int, default=8089, help="(default: 8089; 0 picks a free one)")
     stub.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    stub.add_argument("--cors", action="store_true", help="send CORS headers (the browser runner)")
     stub.set_defaults(func=_stub_llm)
 
     cmp = sub.add_parser("compare", help="compare two runs question by question")

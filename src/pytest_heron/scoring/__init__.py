@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.recall import markdown as markdown
     from pytest_heron.scoring.recall import rank_questions as rank_questions
     from pytest_heron.scoring.recall import recall_table as recall_table
+    from pytest_heron.scoring.recall import side_by_side as side_by_side
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
     from pytest_heron.scoring.score import score_question as score_question
     from pytest_heron.scoring.score import score_sql as score_sql
@@ -56,6 +57,7 @@ _DOOR = {
     "price_for": "pricing",
     "rank_questions": "recall",
     "recall_table": "recall",
+    "side_by_side": "recall",
     "score_question": "score",
     "score_sql": "score",
     "summary": "metrics",

@@ -172,6 +172,12 @@ NOT_RUN = {
     "pip install /path/to/pytest-heron": (
         "the path form, which the Quick start's `pip install -q .` runs in the clone"
     ),
+    "heron convert bird predict_dev.json --out predictions.jsonl": (
+        "predict_dev.json is the reader's BIRD output; test_convert.py converts one and scores it"
+    ),
+    "heron convert spider pred.txt --out predictions.jsonl": (
+        "pred.txt is the reader's Spider output; test_convert.py converts the format"
+    ),
     "heron verify-submission submissions/my-tool": (
         "builds four small states (minutes); the verifier runs in test_submissions.py"
     ),

@@ -1,5 +1,5 @@
-"""The heron command: seed, ddl, checksum, compare, runs, recall, submit, verify-submission,
-leaderboard, site, runner, variants and stub-llm."""
+"""The heron command: seed, ddl, checksum, compare, runs, convert, recall, submit,
+verify-submission, leaderboard, site, runner, variants and stub-llm."""
 
 from __future__ import annotations
 
@@ -124,6 +124,14 @@ def _runs(args: argparse.Namespace) -> int:
     return runs_command(Path(args.rootdir), as_json=args.json)
 
 
+def _convert(args: argparse.Namespace) -> int:
+    from pytest_heron.dataset import load_questions
+    from pytest_heron.systems import convert_command
+
+    ids = [q.id for q in load_questions(Path(args.questions) if args.questions else None)]
+    return convert_command(args.format, Path(args.file), Path(args.out) if args.out else None, ids)
+
+
 def _ks(text: str) -> tuple[int, ...]:
     try:
         ks = tuple(int(k) for k in text.split(","))
@@ -137,43 +145,9 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from pytest_heron.dataset import load_questions
-    from pytest_heron.scoring import markdown, rank_questions, recall_table
-    from pytest_heron.systems import ranker
+    from pytest_heron.scoring import recall_command
 
-    questions = load_questions(Path(args.questions) if args.questions else None)
-    if args.method == "embedding":  # minutes on a small machine: show progress
-        from pytest_heron.core.progress import Steps
-        from pytest_heron.systems import build_ranker, table_docs
-
-        docs = table_docs()
-        with Steps("embedding tables and questions", 2 * len(docs) + len(questions)) as steps:
-            built = build_ranker("embedding", docs, steps.advance)
-            rankings = rank_questions(built, questions, steps.advance)
-    else:
-        built = ranker(args.method)
-        rankings = rank_questions(built, questions)
-    rows = recall_table(questions, rankings, args.k)
-    conditions = {
-        "method": args.method,
-        "model": {
-            "bm25": "BM25 (Lucene variant, k1 1.5, b 0.75, Snowball stems)",
-            "embedding": "all-MiniLM-L6-v2 (numpy, first 256 word pieces)",
-        }[args.method],
-        "fields": "whole table document + qualified name, scores summed",
-        "questions": len(questions),
-        "tables": len(built.tables),
-        "unit": "percent of gold tables in the top k, averaged over questions",
-    }
-    if args.json:
-        print(json.dumps({"conditions": conditions, "recall": rows}, indent=2))
-    else:
-        print(
-            f"Set-Recall@k, {conditions['model']}, {len(questions)} questions, "
-            f"{conditions['tables']} tables ranked (percent of gold tables in the top k)\n"
-        )
-        print(markdown(rows, args.k))
-    return 0
+    return recall_command(args.method, args.k, args.questions, as_json=args.json)
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -460,6 +434,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when B's multi-state EX is more than POINTS below A's (default: never)",
     )
     cmp.set_defaults(func=_compare)
+
+    conv = sub.add_parser(
+        "convert", help="a BIRD or Spider predictions file as heron's (--heron-predictions)"
+    )
+    conv.add_argument("format", choices=("bird", "spider"), help="the file's format")
+    conv.add_argument("file", help="BIRD's predict_dev.json, or Spider's pred.txt")
+    conv.add_argument("--out", help="the JSON-lines file to write (default: stdout)")
+    conv.add_argument("--questions", help="question folder (default: built-in; its id order)")
+    conv.set_defaults(func=_convert)
 
     runs = sub.add_parser("runs", help="list the saved runs (--heron-save), oldest first")
     runs.add_argument("--json", action="store_true", help="one JSON list instead of the table")

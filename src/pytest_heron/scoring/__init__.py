@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.recall import rank_questions as rank_questions
     from pytest_heron.scoring.recall import recall_table as recall_table
     from pytest_heron.scoring.recall import side_by_side as side_by_side
+    from pytest_heron.scoring.recall_report import recall_command as recall_command
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
     from pytest_heron.scoring.score import score_question as score_question
     from pytest_heron.scoring.score import score_sql as score_sql
@@ -56,6 +57,7 @@ _DOOR = {
     "mcnemar_exact": "metrics",
     "price_for": "pricing",
     "rank_questions": "recall",
+    "recall_command": "recall_report",
     "recall_table": "recall",
     "side_by_side": "recall",
     "score_question": "score",

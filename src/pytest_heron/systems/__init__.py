@@ -10,6 +10,7 @@
 - :mod:`.llm`: the OpenAI-compatible client, its response cache and SQL extraction.
 - :mod:`.retrieval`: table rankers adapters may use to choose their context.
 - :mod:`.tools`: adapters for the field's tools and published methods.
+- :mod:`.convert`: BIRD's and Spider's prediction files as heron's (``heron convert``).
 """
 
 from typing import TYPE_CHECKING
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from pytest_heron.systems.agent import TOOLS as TOOLS
     from pytest_heron.systems.agent import AgentAdapter as AgentAdapter
     from pytest_heron.systems.agent import catalogue as catalogue
+    from pytest_heron.systems.convert import FORMATS as FORMATS
+    from pytest_heron.systems.convert import convert_command as convert_command
     from pytest_heron.systems.isolation import AdapterTimeout as AdapterTimeout
     from pytest_heron.systems.isolation import FileSystem as FileSystem
     from pytest_heron.systems.isolation import System as System
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
     from pytest_heron.systems.retrieval.rankers import table_docs as table_docs
 
 _DOOR = {
+    "FORMATS": "convert",
+    "convert_command": "convert",
     "AGENT_SYSTEM": "agent",
     "AdapterTimeout": "isolation",
     "AgentAdapter": "agent",

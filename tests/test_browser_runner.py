@@ -192,7 +192,9 @@ def test_three_questions_end_to_end(page: Any, tiny_state: Any, tmp_path: Path) 
     )
     python = compare(gold.rows, pred.rows, order=order_keys(q2.gold_sql))
     assert not python.equal
-    assert rows["q002"].query_selector(".details").text_content() == python.reason
+    assert rows["q002"].query_selector(".details .reason").text_content() == python.reason
+    wrong_sql = WRONG.format(gold=q2.gold_sql.strip().rstrip(";"))
+    assert rows["q002"].query_selector(".details .sql").text_content() == wrong_sql  # and its SQL
 
     # tokens: 2 + 2 + 6 calls, each billing 100 + step prompt and 10 completion tokens
     prompt = (100 + 101) * 2 + sum(100 + s for s in range(6))
@@ -247,6 +249,29 @@ def test_three_questions_end_to_end(page: Any, tiny_state: Any, tmp_path: Path) 
         + ", ".join(sorted(set(questions) - set(picked))[:10])
         + " and 87 more"
     ]
+
+
+def test_an_endpoint_without_cors_headers_is_named_with_the_stubs_switch(page: Any) -> None:
+    """A server that sends no CORS headers (``heron stub-llm`` without ``--cors``): the browser
+    says only "Failed to fetch"; the page says what to check and the stub's switch."""
+    with ChatStub(lambda _body: completion("SELECT 1"), cors=False) as stub:
+        page.fill("#endpoint", stub.url)
+        page.fill("#model", "stub-model")
+        page.select_option("#tag-filter", "")
+        page.evaluate(
+            "() => { for (const b of document.querySelectorAll('#questions .pick')) "
+            "b.checked = false; document.getElementById('run-status')"
+            ".removeAttribute('data-done'); }"
+        )
+        page.check("#questions tr[data-id=q001] .pick")
+        page.click("#run")
+        page.wait_for_selector("#run-status[data-done]", state="attached", timeout=LOAD_TIMEOUT_MS)
+        asked = len(stub.requests)
+    row = page.query_selector("#results tbody tr[data-id=q001]:last-child")
+    assert row.query_selector(".verdict").text_content() == "error"
+    said = row.query_selector(".details").text_content()
+    assert "could not be reached" in said and "`heron stub-llm --cors` does" in said, said
+    assert asked == 0  # the browser never sent the request: its preflight was refused
 
 
 def test_a_full_run_is_accepted_by_the_verifier(page: Any, tmp_path: Path) -> None:

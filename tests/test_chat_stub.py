@@ -36,3 +36,46 @@ def test_tool_calls_and_errors() -> None:
         with pytest.raises((openai.APIError, ValueError)):  # the SDK lets JSONDecodeError out
             client.chat.completions.create(model="m", messages=[])
     assert len(stub.requests) == 3
+
+
+def _preflight(url: str) -> tuple[int, dict[str, str]]:
+    import urllib.error
+    import urllib.request
+
+    ask = urllib.request.Request(
+        url + "/chat/completions",
+        method="OPTIONS",
+        headers={"Origin": "http://127.0.0.1:8000", "Access-Control-Request-Method": "POST"},
+    )
+    try:
+        with urllib.request.urlopen(ask, timeout=30) as reply:
+            return reply.status, {k.lower(): v for k, v in reply.headers.items()}
+    except urllib.error.HTTPError as refused:
+        return refused.code, {k.lower(): v for k, v in refused.headers.items()}
+
+
+@pytest.mark.parametrize("cors", [True, False])
+def test_heron_stub_llm_cors_answers_the_browsers_preflight(cors: bool) -> None:
+    """``heron stub-llm --cors`` (the real command, in a process of its own) lets the browser
+    runner's page call it; without ``--cors`` a preflight is refused, as before."""
+    import subprocess
+    import sys
+
+    args = [sys.executable, "-m", "pytest_heron.cli", "stub-llm", "--port", "0"]
+    proc = subprocess.Popen(
+        [*args, *(["--cors"] if cors else [])], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        url = first.split("serving ", 1)[1].split(" ", 1)[0]
+        assert ("CORS on" in first) is cors
+        status, headers = _preflight(url)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    if cors:
+        assert status == 204 and headers["access-control-allow-origin"] == "*"
+        assert "POST" in headers["access-control-allow-methods"]
+    else:
+        assert status == 405 and "access-control-allow-origin" not in headers

@@ -125,3 +125,54 @@ def test_the_package_list_names_every_package_folder() -> None:
             parts = init.parent.relative_to(folder).parts
             found.append(".".join((top, *parts)))
     assert sorted(PYPROJECT["tool"]["setuptools"]["packages"]) == sorted(found)
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_wheel_ships_the_board_protocol(tmp_path: Path) -> None:
+    """A built wheel (pip's own build, as `pip install .` makes it) carries board/protocol.yaml
+    as the package ``heron_board``, byte for byte: what verify-submission reads outside a clone."""
+    import zipfile
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (wheel,) = tmp_path.glob("pytest_heron-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = archive.read("heron_board/protocol.yaml")
+    assert shipped == (ROOT / "board" / "protocol.yaml").read_bytes()
+
+
+def _heron_outside(tmp_path: Path, *args: str, code: str = "") -> subprocess.CompletedProcess[str]:
+    """``heron ARGS`` run from a folder outside the clone (``code`` runs first)."""
+    program = f"import sys\n{code}\nfrom pytest_heron.cli import main\nsys.exit(main(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", program, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_verify_submission_outside_the_clone_reads_the_installed_protocol(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()  # an empty submission: refused, after the protocol was read
+    done = _heron_outside(tmp_path, "verify-submission", "sub", "--out", "v.json")
+    assert "protocol: heron-board-v1 (" in done.stderr, done.stderr[-2000:]
+    assert "cannot read the protocol" not in done.stderr
+    wrong = _heron_outside(
+        tmp_path, "verify-submission", "sub", "--protocol", "board/protocol.yaml"
+    )
+    assert wrong.returncode == 2 and "the board's protocol is installed at " in wrong.stderr
+    # an install without the package: one line that says to pass --protocol
+    bare = _heron_outside(
+        tmp_path, "verify-submission", "sub", code="sys.modules['heron_board'] = None"
+    )
+    assert bare.returncode == 2
+    (line,) = bare.stderr.strip().splitlines()
+    assert "no board protocol" in line and "pass --protocol FILE" in line

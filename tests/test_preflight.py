@@ -170,6 +170,23 @@ def test_a_rejected_key_is_a_usage_error() -> None:
 
 
 @pytest.mark.parametrize(
+    ("endpoint", "hinted"),
+    [
+        ("http://127.0.0.1:8089/v1", True),
+        ("http://localhost:8089/v1/", True),
+        ("http://127.0.0.1:9000/v1", False),
+    ],
+)
+def test_an_unreachable_stub_address_names_heron_stub_llm(endpoint: str, hinted: bool) -> None:
+    def refused(url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    with pytest.raises(ConfigError, match="cannot be reached") as err:
+        preflight.check_endpoint(endpoint, "heron-stub", "k", fetch=refused)
+    assert ("`heron stub-llm` serves one there" in str(err.value)) is hinted
+
+
+@pytest.mark.parametrize(
     ("body", "verdict"),
     [
         (b'{"data": [{"id": "m"}]}', None),

@@ -177,6 +177,22 @@ NOT_RUN = {
     "python3 -m http.server -d runner 8000": (
         "serves until stopped; the runner tests serve the page the same way"
     ),
+    "pip install pytest_heron-0.1.0-py3-none-any.whl": (
+        "the wheel form: test_packaging.py::test_the_wheel_ships_the_board_protocol builds that "
+        "wheel with pip and reads the protocol out of it"
+    ),
+    "pip install 'pytest-heron @ git+URL'": (
+        "URL stands for the reader's clone URL (the network); the same source as the path form"
+    ),
+    "pip install /path/to/pytest-heron": (
+        "the path form, which the Quick start's `pip install -q .` runs in the clone"
+    ),
+    "heron convert bird predict_dev.json --out predictions.jsonl": (
+        "predict_dev.json is the reader's BIRD output; test_convert.py converts one and scores it"
+    ),
+    "heron convert spider pred.txt --out predictions.jsonl": (
+        "pred.txt is the reader's Spider output; test_convert.py converts the format"
+    ),
     "heron verify-submission submissions/my-tool": (
         "builds four small states (minutes); the verifier runs in test_submissions.py"
     ),
@@ -454,6 +470,27 @@ def test_the_llm_examples_run_against_the_stub(tmp_path: Path) -> None:
                 run.stdout[-3000:] + run.stderr[-2000:]
             )
             assert "heron::q005" in run.stdout and "model=heron-stub" in run.stdout
+
+
+def test_the_readme_adapter_without_an_endpoint_stops_before_the_first_question(
+    tmp_path: Path,
+) -> None:
+    """The README's adapter declares ``needs_llm``: with no server at its endpoint (``heron
+    stub-llm`` not started yet), the documented command stops with one line, no question run."""
+    import socket
+
+    code = README.split("### Adding an adapter", 1)[1].split("```python\n", 1)[1]
+    (tmp_path / "mytool_adapter.py").write_text(code.split("```", 1)[0])
+    with socket.socket() as probe:  # a port nothing listens on (bound, never listened, closed)
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    prefix = "pytest --heron-adapter=mytool_adapter:MyTool --heron-endpoint=http://127.0.0.1:8089"
+    command = _documented(prefix).replace("http://127.0.0.1:8089/v1", closed)
+    run = _shell(command + " -p no:randomly", tmp_path)
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout[-3000:] + run.stderr[-2000:]
+    said = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and f"--heron-endpoint {closed} cannot be reached" in said[0], said
+    assert "heron::q" not in run.stdout and "passed" not in run.stdout
 
 
 def test_every_test_a_page_names_exists() -> None:

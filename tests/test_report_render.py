@@ -1,15 +1,13 @@
 """report.html rendered by a real browser: headless Chromium (Debian's ``chromium`` package).
 
-A missing browser fails the test with the package to install (`.ci/run` installs it when run
-as root); the tests never install anything themselves. The page is rendered to a screenshot
-(which must not be blank and must show the bar colour of the charts) and to its DOM (which must
-carry the headline numbers).
+The browser is found, or installed as root with apt-get, before the first test
+(tests/provision.py); one still missing fails the test with the package to install. The page is
+rendered to a screenshot (which must not be blank and must show the bar colour of the charts) and
+to its DOM (which must carry the headline numbers).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 import struct
 import subprocess
 import zlib
@@ -19,6 +17,7 @@ from typing import Any
 
 import pytest
 
+import provision
 from pytest_heron.core.errors import ErrorKind
 from pytest_heron.results import document as report
 from pytest_heron.results.conditions import Conditions
@@ -26,26 +25,17 @@ from pytest_heron.results.document import Results
 from pytest_heron.scoring.outcome import Outcome, Sample
 from pytest_heron.site.report import write_report
 
-BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BAR = (0x3A, 0x6E, 0xA5)  # the fill of the report's bars (site/report.py, class "bar")
 
 
-CHROMIUM_MISSING = (
-    "headless Chromium is not installed: install Debian's `chromium` package (`apt-get install "
-    "chromium`; `.ci/run` does it when run as root), or point HERON_CHROMIUM at a Chromium or "
-    "Chrome executable. The tests never install anything themselves."
-)
-
-
 def find_chromium() -> str:
-    """A Chromium executable: HERON_CHROMIUM, else one on PATH; a missing browser is a failure
-    naming the package (never a skip, and never an install from a test)."""
-    if given := os.environ.get("HERON_CHROMIUM"):
-        return given
-    for name in BROWSERS:
-        if found := shutil.which(name):
-            return found
-    pytest.fail(CHROMIUM_MISSING, pytrace=False)
+    """A Chromium executable: HERON_CHROMIUM, else one on PATH (tests/provision.py, which has
+    installed or exported it before the first test); a missing browser is a failure naming the
+    package, never a skip."""
+    found = provision.find_chromium()
+    if found is None:
+        pytest.fail(provision.CHROMIUM_STOP, pytrace=False)
+    return found
 
 
 @pytest.fixture(scope="module")

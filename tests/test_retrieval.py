@@ -281,3 +281,29 @@ def test_embedding_ranks_every_table_once_and_deterministically(
     first = recall.rank_questions(embedding, QUESTIONS)
     assert all(sorted(r) == TABLES for r in first.values())
     assert recall.rank_questions(embedding, QUESTIONS) == first
+
+
+def test_the_retrieval_page_shows_the_table_heron_recall_computes(
+    bm25: retrieval.Ranker, embedding: retrieval.Ranker
+) -> None:
+    """docs/retrieval.md's table is what scripts/retrieval_table.py writes from both methods'
+    rankings of every question: a change that moves a figure fails here until it is rerun."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "retrieval_table", root / "scripts" / "retrieval_table.py"
+    )
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    tables = {
+        name: recall.recall_table(QUESTIONS, recall.rank_questions(ranker, QUESTIONS), script.KS)
+        for name, ranker in (("bm25", bm25), ("embedding", embedding))
+    }
+    assert tuple(tables) == script.METHODS
+    page = (root / "docs" / "retrieval.md").read_text(encoding="utf-8")
+    table = recall.side_by_side(tables, script.KS)
+    assert script.START in page and table in page, "run: python scripts/retrieval_table.py"
+    assert script.rewrite(page, table) == page

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from inner import TWO_QUESTIONS
 from pytest_heron.cli import main
 from pytest_heron.core.errors import ConfigError
+from pytest_heron.options import _optional_value
 from pytest_heron.results.comparison import parse_fail
 
 pytest_plugins = ["pytester"]
@@ -54,7 +57,9 @@ def _git(path: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_save_then_compare_and_gate_a_drop(pytester: pytest.Pytester) -> None:
+def test_save_then_compare_and_gate_a_drop(
+    pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
     common = _setup(pytester)
     _git(pytester.path, "init", "-q")
     _git(
@@ -111,7 +116,13 @@ def test_save_then_compare_and_gate_a_drop(pytester: pytest.Pytester) -> None:
         "--heron-compare-fail=ex:40,soft_f1:100",
     )
     assert lenient.ret == 0
-    lenient.stdout.fnmatch_lines(["--heron-compare-fail=ex:40,soft_f1:100: passed"])
+    lenient.stdout.fnmatch_lines(
+        [
+            "*heron compare: .heron/runs/0001_base.json (A) against this run (B)*",  # not 0002
+            "regressed (A right, B wrong): 1 v001",
+            "--heron-compare-fail=ex:40,soft_f1:100: passed",
+        ]
+    )
     # the newest saved run is the worse one: no drop
     newest = pytester.runpytest_subprocess(
         *common, "--heron-predictions=worse.jsonl", "--heron-compare-fail=ex:0"
@@ -120,6 +131,65 @@ def test_save_then_compare_and_gate_a_drop(pytester: pytest.Pytester) -> None:
     newest.stdout.fnmatch_lines([f"*heron compare: .heron/runs/{second.name} (A)*"])
     # heron compare reads saved runs as any results file
     assert main(["compare", str(saved), str(second), "--max-drop", "2"]) == 1
+    _list_and_compare_by_number(pytester.path, saved, second, commit, capsys)
+
+
+def _list_and_compare_by_number(
+    root: Path, saved: Path, second: Path, commit: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """heron runs lists the two saved runs; heron compare takes their numbers, prints JSON,
+    and keeps its columns apart when a run's name is longer than the column."""
+    capsys.readouterr()
+    assert main(["runs", "--rootdir", str(root)]) == 0
+    header, *listed = capsys.readouterr().out.splitlines()
+    assert header.split() == [
+        "#",
+        "name",
+        "saved",
+        "commit",
+        "adapter",
+        "scale",
+        "seeds",
+        "EX",
+        "file",
+    ]
+    assert [line.split()[:2] for line in listed] == [["0001", "base"], ["0002", second.stem[5:]]]
+    assert [line.split()[3:8] for line in listed] == [
+        [commit[:10], "file", "tiny", "42", "100.0%"],
+        [commit[:10], "file", "tiny", "42", "66.7%"],
+    ]
+    assert len({line.index(".heron") for line in listed}) == 1  # aligned
+    assert main(["runs", "--rootdir", str(root), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["number"] for r in rows] == [1, 2]
+    assert [r["ex_multistate"] for r in rows] == [100.0, pytest.approx(200 / 3)]
+
+    assert main(["compare", "1", "2", "--rootdir", str(root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["a"]["file"] == str(saved) and doc["b"]["file"] == str(second)
+    assert doc["regressed"] == ["v001"] and doc["fixed"] == [] and doc["both_right"] == 2
+    assert doc["drop"]["ex"] == pytest.approx(100 - 200 / 3, abs=1e-3)
+
+    long = root / ("a-results-file-whose-name-is-longer-than-the-table-column" + ".json")
+    long.write_text(second.read_text())
+    assert main(["compare", "base", str(long), "--rootdir", str(root)]) == 0
+    table = capsys.readouterr().out.split("\n\n", 1)[0].splitlines()
+    file_row = next(line for line in table if line.startswith("file"))
+    assert f"{long.name}" in file_row and f"{saved}  " in file_row  # two spaces at least
+    columns = {line.index("66.7%") for line in table if "66.7%" in line}
+    assert columns == {file_row.index(str(long))}, table  # B's column starts at one place
+
+    with pytest.raises(SystemExit):  # argparse: a missing run is a usage error below
+        main(["compare"])
+    assert main(["compare", "7", "2", "--rootdir", str(root)]) == 2
+    assert "heron compare 7: no saved run of that number" in capsys.readouterr().err
+
+
+@given(st.integers(1, 10**6), st.sampled_from(["", "0", "000"]))
+def test_a_number_given_to_heron_compare_is_a_saved_run_never_on(number: int, pad: str) -> None:
+    text = f"{pad}{number}"
+    assert _optional_value("heron-compare", text, numbered=True) == text
+    assert _optional_value("heron-save", "1") == ""  # a flag's ini spelling, elsewhere
 
 
 def test_compare_gate_under_xdist(pytester: pytest.Pytester) -> None:

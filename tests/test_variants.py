@@ -387,6 +387,7 @@ def test_gold_scores_100_on_variants_and_pasted_public_gold_fails(
         *INNER,
     )
     assert res.ret == 0, res.stdout.str()
+    res.stdout.fnmatch_lines(["adapter=gold scale=tiny * variants=11:2 n=*"])  # not public
     doc = json.loads((pytester.path / "gold.json").read_text())
     assert doc["conditions"]["variants"] == {"seed": 11, "count": 2}
     ids = sorted(q["id"] for q in doc["questions"])
@@ -406,6 +407,44 @@ def test_gold_scores_100_on_variants_and_pasted_public_gold_fails(
     doc = json.loads((pytester.path / "pasted.json").read_text())
     assert doc["metrics"]["ex_multistate"] <= 10.0
     assert doc["metrics"]["ex1"] <= 10.0  # wrong on the first state alone too
+    # a file keyed by the public ids: one short line that says how to key it
+    lines = [json.dumps({"id": q, "sql": sql}) for q, sql in sorted(public.items())]
+    (pytester.path / "public.jsonl").write_text("\n".join(lines) + "\n")
+    res = pytester.runpytest_subprocess(
+        "--heron-adapter=file",
+        "--heron-predictions=public.jsonl",
+        f"--heron-questions={folder}",
+        "--heron-variants=11:2",
+        *INNER,
+    )
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    said = [line for line in res.stderr.str().splitlines() if line.strip()]
+    assert len(said) == 1 and "key by variant id" in said[0], said
+    assert f"{sorted(public)[0]}_v11_0" in said[0] and len(said[0]) < 400
+
+
+@given(
+    st.lists(st.sampled_from(["q001", "q002", "q003", "zzz"]), unique=True, min_size=1),
+    st.integers(0, 99),
+)
+def test_a_file_keyed_by_public_ids_on_variants_gets_the_variant_id_hint(
+    ids: list[str], seed: int
+) -> None:
+    """The hint comes exactly when every unknown id is the public parent of an asked variant."""
+    import tempfile
+
+    from pytest_heron.systems import load_predictions
+
+    known = [f"q00{i}_v{seed}_{k}" for i in (1, 2, 3) for k in (0, 1)]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "p.jsonl"
+        path.write_text("".join(json.dumps({"id": i, "sql": "SELECT 1"}) + "\n" for i in ids))
+        with pytest.raises(ConfigError) as err:
+            load_predictions(path, known)
+    hinted = "key by variant id" in str(err.value)
+    assert hinted == ("zzz" not in ids)
+    if hinted:
+        assert f"here '{ids[0]}_v{seed}_0' for '{ids[0]}'" in str(err.value)
 
 
 # -- the release gate ---------------------------------------------------------------------------

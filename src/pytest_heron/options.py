@@ -218,8 +218,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "heron-compare",
         None,
-        "at the end, compare this run question by question with a saved run: its number, "
-        "its name, or a results file (alone: the newest saved run) (default: off)",
+        "at the end, compare this run question by question with a saved run: its number "
+        "(1 is 0001; `heron runs` lists them), its name, or a results file (alone: the newest "
+        "saved run) (default: off)",
         "RUN",
         optional_value=True,
     ),
@@ -385,7 +386,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         from pytest_heron.results import check_name
 
         check_name(save)
-    compare = _optional_value("heron-compare", raw["heron-compare"])
+    compare = _optional_value("heron-compare", raw["heron-compare"], numbered=True)
     compare_fail: tuple[tuple[str, float], ...] = ()
     if raw["heron-compare-fail"]:
         from pytest_heron.results import parse_fail
@@ -476,12 +477,22 @@ def _flag(name: str, value: Any) -> bool:
     raise ConfigError(f"--{name}: expected true or false, got {value!r}")
 
 
-def _optional_value(name: str, value: Any) -> str | None:
+def _optional_value(name: str, value: Any, *, numbered: bool = False) -> str | None:
     """An option that may be given alone or with a value: None when off, "" when alone (or
-    true in the ini file), else the value."""
+    true in the ini file), else the value. With ``numbered`` (``--heron-compare``, whose value
+    may be a saved run's number), a number from 1 up is that number, never "on": ``=1`` is run
+    0001, as ``=3`` is run 0003.
+
+    >>> _optional_value("x", "1"), _optional_value("x", "1", numbered=True)
+    ('', '1')
+    >>> _optional_value("x", "0", numbered=True), _optional_value("x", "on", numbered=True)
+    (None, '')
+    """
     if value is None or value is False:
         return None
     text = str(value).strip()
+    if numbered and text.isdigit() and int(text) > 0:
+        return text
     if value == OPTIONAL_ALONE or text.lower() in ("1", "true", "yes", "on"):
         return ""
     if text.lower() in ("", "0", "false", "no", "off"):

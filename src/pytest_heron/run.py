@@ -533,6 +533,18 @@ class HeronRun:
         self._save_and_compare(self.results)
         return self.results
 
+    def resumed_failures(self) -> list[str]:
+        """The questions taken from the journal whose item would have failed had it run in this
+        session (wrong answers without a gate; an infrastructure crash with one, as
+        :class:`~pytest_heron.session.items.HeronItem` fails them): they count towards the exit
+        status, which is then the whole run's, not only the part after the interrupt."""
+        return [
+            qid
+            for qid in self.resumed
+            if not self.outcomes[qid].correct
+            and (not self.settings.gated or self.outcomes[qid].error_kind is ErrorKind.INFRA_CRASH)
+        ]
+
     def gate_failures(self) -> list[str]:
         """Why the gate failed (``--heron-min-ex``, ``--heron-compare-fail``); empty when it
         passed, when none was asked for, or before the run finished."""

@@ -210,10 +210,35 @@ def load_protocol(path: Path) -> Protocol:
             raise ConfigError(f"{path}: a protocol file is at most {MAX_PROTOCOL_BYTES} bytes")
         text = path.read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read the protocol {path}: {exc}") from None
+        shipped = shipped_protocol_path() if isinstance(exc, FileNotFoundError) else None
+        hint = f" (the board's protocol is installed at {shipped})" if shipped else ""
+        raise ConfigError(f"cannot read the protocol {path}: {exc}{hint}") from None
     return parse_protocol(text, str(path))
 
 
+def shipped_protocol_path() -> Path | None:
+    """The board's ``protocol.yaml`` as this install ships it (the package ``heron_board``,
+    which is the repository's ``board/`` folder); None when the install has none."""
+    from importlib import resources
+
+    try:
+        found = resources.files("heron_board") / "protocol.yaml"
+    except ModuleNotFoundError:
+        return None
+    return Path(str(found)) if found.is_file() else None
+
+
 def default_protocol_path() -> Path:
-    """``board/protocol.yaml`` of the working directory (a checkout of the repository)."""
-    return Path("board") / "protocol.yaml"
+    """``board/protocol.yaml`` of the working directory (a checkout of the repository), else
+    the copy this install ships (outside the clone, as a vendor runs it); ConfigError that
+    suggests ``--protocol`` when there is neither."""
+    here = Path("board") / "protocol.yaml"
+    if here.is_file():
+        return here
+    shipped = shipped_protocol_path()
+    if shipped is not None:
+        return shipped
+    raise ConfigError(
+        f"no board protocol: there is no {here} in {Path.cwd()} and this install ships none; "
+        "pass --protocol FILE (the board's protocol.yaml, from the repository's board/ folder)"
+    )

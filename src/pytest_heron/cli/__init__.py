@@ -1,6 +1,6 @@
 """The heron command: seed, ddl, checksum, dsn (:mod:`.states`, the commands on database
-states), compare, recall, submit, verify-submission, leaderboard, site, runner, variants and
-stub-llm."""
+states), compare, runs, convert, recall, submit, verify-submission, leaderboard, site, runner,
+variants and stub-llm."""
 
 from __future__ import annotations
 
@@ -34,30 +34,26 @@ def _runner(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    """Two runs side by side, paired question by question. Exit status: 0, or 1 when B's
-    multi-state EX is more than ``--max-drop`` points below A's, or 2 when the runs' conditions
-    differ and ``--strict`` is given (or a file cannot be read)."""
-    from pytest_heron.results import compare_runs, read_results
+    from pytest_heron.results import compare_command
 
-    first, second = (read_results(Path(path)) for path in (args.a, args.b))
-    comparison = compare_runs(first, second, args.a, args.b)
-    for line in comparison.lines():
-        print(line)
-    warning = comparison.warning()
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-        if args.strict:
-            print("heron: refusing (--strict)", file=sys.stderr)
-            return 2
-    ex_a, ex_b = first.metrics.ex_multistate or 0.0, second.metrics.ex_multistate or 0.0
-    if args.max_drop is not None and ex_b < ex_a - args.max_drop:
-        print(
-            f"heron: B's multi-state EX {ex_b:.1f}% is {ex_a - ex_b:.1f} points below A's "
-            f"{ex_a:.1f}% (more than --max-drop {args.max_drop:g})",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return compare_command(
+        args.a, args.b, Path(args.rootdir), as_json=args.json, strict=args.strict,
+        max_drop=args.max_drop,
+    )  # fmt: skip
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from pytest_heron.results import runs_command
+
+    return runs_command(Path(args.rootdir), as_json=args.json)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from pytest_heron.dataset import load_questions
+    from pytest_heron.systems import convert_command
+
+    ids = [q.id for q in load_questions(Path(args.questions) if args.questions else None)]
+    return convert_command(args.format, Path(args.file), Path(args.out) if args.out else None, ids)
 
 
 def _ks(text: str) -> tuple[int, ...]:
@@ -73,45 +69,14 @@ def _ks(text: str) -> tuple[int, ...]:
 
 
 def _recall(args: argparse.Namespace) -> int:
-    from pytest_heron.dataset import load_questions
-    from pytest_heron.scoring import markdown, rank_questions, recall_table
-    from pytest_heron.systems import ranker
+    from pytest_heron.scoring import recall_command
 
-    questions = load_questions(Path(args.questions) if args.questions else None)
     if args.adapter:
-        return _recall_of_adapter(args, list(questions))
-    if args.method == "embedding":  # minutes on a small machine: show progress
-        from pytest_heron.core.progress import Steps
-        from pytest_heron.systems import build_ranker, table_docs
+        from pytest_heron.dataset import load_questions
 
-        docs = table_docs()
-        with Steps("embedding tables and questions", 2 * len(docs) + len(questions)) as steps:
-            built = build_ranker("embedding", docs, steps.advance)
-            rankings = rank_questions(built, questions, steps.advance)
-    else:
-        built = ranker(args.method)
-        rankings = rank_questions(built, questions)
-    rows = recall_table(questions, rankings, args.k)
-    conditions = {
-        "method": args.method,
-        "model": {
-            "bm25": "BM25 (Lucene variant, k1 1.5, b 0.75, Snowball stems)",
-            "embedding": "all-MiniLM-L6-v2 (numpy, first 256 word pieces)",
-        }[args.method],
-        "fields": "whole table document + qualified name, scores summed",
-        "questions": len(questions),
-        "tables": len(built.tables),
-        "unit": "percent of gold tables in the top k, averaged over questions",
-    }
-    if args.json:
-        print(json.dumps({"conditions": conditions, "recall": rows}, indent=2))
-    else:
-        print(
-            f"Set-Recall@k, {conditions['model']}, {len(questions)} questions, "
-            f"{conditions['tables']} tables ranked (percent of gold tables in the top k)\n"
-        )
-        print(markdown(rows, args.k))
-    return 0
+        questions = load_questions(Path(args.questions) if args.questions else None)
+        return _recall_of_adapter(args, list(questions))
+    return recall_command(args.method, args.k, args.questions, as_json=args.json)
 
 
 def _recall_of_adapter(args: argparse.Namespace, questions: list[Any]) -> int:
@@ -207,7 +172,9 @@ def _verify(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     if folder.is_symlink() or not folder.is_dir():
         raise HeronError(f"{folder}: not a submission folder")
-    protocol = load_protocol(Path(args.protocol) if args.protocol else default_protocol_path())
+    protocol_path = Path(args.protocol) if args.protocol else default_protocol_path()
+    protocol = load_protocol(protocol_path)
+    say(f"protocol: {protocol.name} ({protocol_path})")
     verdict = verify(
         folder,
         protocol,
@@ -316,10 +283,11 @@ DESCRIPTION = (
 def _stub_llm(args: argparse.Namespace) -> int:
     from pytest_heron.systems import STUB_MODEL, serve
 
-    stub = serve(args.host, args.port).start()
+    stub = serve(args.host, args.port, cors=args.cors).start()
     print(
         f"heron stub-llm: serving {stub.url} (model {STUB_MODEL}; gold's SQL for four "
-        "questions in five, SELECT 1 for the fifth); Ctrl-C stops it",
+        f"questions in five, SELECT 1 for the fifth{'; CORS on' if args.cors else ''}); "
+        "Ctrl-C stops it",
         flush=True,
     )
     try:
@@ -365,11 +333,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stub.add_argument("--port", type=int, default=8089, help="(default: 8089; 0 picks a free one)")
     stub.add_argument("--host", default="127.0.0.1", help="(default: 127.0.0.1)")
+    stub.add_argument("--cors", action="store_true", help="send CORS headers (the browser runner)")
     stub.set_defaults(func=_stub_llm)
 
-    cmp = sub.add_parser("compare", help="compare two results files question by question")
-    cmp.add_argument("a", help="results file A")
-    cmp.add_argument("b", help="results file B")
+    cmp = sub.add_parser("compare", help="compare two runs question by question")
+    for name in ("a", "b"):
+        cmp.add_argument(
+            name, help=f"run {name.upper()}: a results file, or a saved run's number or name"
+        )
+    cmp.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    cmp.add_argument("--rootdir", default=".", help="where .heron/runs/ is (default: .)")
     cmp.add_argument(
         "--strict",
         action="store_true",
@@ -382,6 +355,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when B's multi-state EX is more than POINTS below A's (default: never)",
     )
     cmp.set_defaults(func=_compare)
+
+    conv = sub.add_parser(
+        "convert", help="a BIRD or Spider predictions file as heron's (--heron-predictions)"
+    )
+    conv.add_argument("format", choices=("bird", "spider"), help="the file's format")
+    conv.add_argument("file", help="BIRD's predict_dev.json, or Spider's pred.txt")
+    conv.add_argument("--out", help="the JSON-lines file to write (default: stdout)")
+    conv.add_argument("--questions", help="question folder (default: built-in; its id order)")
+    conv.set_defaults(func=_convert)
+
+    runs = sub.add_parser("runs", help="list the saved runs (--heron-save), oldest first")
+    runs.add_argument("--json", action="store_true", help="one JSON list instead of the table")
+    runs.add_argument("--rootdir", default=".", help="where .heron/runs/ is (default: .)")
+    runs.set_defaults(func=_runs)
 
     rec = sub.add_parser(
         "recall", help="Set-Recall@k of a table retrieval: a baseline or an adapter"
@@ -433,7 +420,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="an endpoint to run the submitted system on unseen variants at the hidden seed "
         "(default: none; the verdict says the variant check was not run)",
     )
-    ver.add_argument("--protocol", help="the board protocol file (default: board/protocol.yaml)")
+    ver.add_argument(
+        "--protocol",
+        help="the board protocol file (default: ./board/protocol.yaml, else the one installed)",
+    )
     ver.add_argument(
         "--questions", help="the question set the run used (default: the built-in set)"
     )

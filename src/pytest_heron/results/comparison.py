@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from pytest_heron.core.errors import ConfigError, HeronError
+from pytest_heron.core.records import JSON
 from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.document import Results
 from pytest_heron.scoring import Summary, mcnemar_exact
@@ -27,6 +28,14 @@ METRICS: dict[str, tuple[str, Callable[[Summary], float | None]]] = {
     "ves": ("VES", lambda m: m.ves),
     "grade": ("Grade", lambda m: m.grade),
 }
+
+
+LABELS = 28  # the width of the label column
+COLUMN_A = 36  # the narrowest column A
+
+
+def _figures(r: Results) -> dict[str, JSON]:
+    return {"metrics": r.metrics.to_json(), "questions": len(r.outcomes)}
 
 
 def _pct(value: float | None) -> str:
@@ -59,38 +68,49 @@ class Comparison:
     wins: tuple[str, ...]  # A right, B wrong: "regressed" when B is the newer run
     losses: tuple[str, ...]  # B right, A wrong: "fixed"
 
-    def lines(self) -> list[str]:
+    def cells(self) -> list[tuple[str, str, str]]:
+        """The side-by-side table: (label, A's cell, B's cell), each cell one line of text."""
         first, second = self.a, self.b
-
-        def row(label: str, show: Callable[[Results], str]) -> str:  # results-file text: one line
-            return f"{label:<28}{one_line(show(first)):<36}{one_line(show(second))}"
-
-        only_a = len({o.id for o in first.outcomes} - set(self.common))
-        only_b = len({o.id for o in second.outcomes} - set(self.common))
-        ca = {o.id: o.correct for o in first.outcomes}
-        both_wrong = [q for q in self.common if not ca[q] and q not in self.losses]
-        both_wrong = [q for q in both_wrong if q not in self.wins]
-        both_right = len(self.common) - len(self.wins) - len(self.losses) - len(both_wrong)
-        return [
-            row("", lambda r: "A" if r is first else "B"),
-            row("file", lambda r: self.a_name if r is first else self.b_name),
-            row("adapter", _adapter),
-            row("model", lambda r: r.conditions.model or "n/a"),
-            row("scale, seeds", lambda r: f"{r.conditions.scale} {_seeds(r)}"),
-            row("data version", lambda r: r.conditions.data_version or "n/a"),
-            row(
+        shows: list[tuple[str, Callable[[Results], str]]] = [
+            ("", lambda r: "A" if r is first else "B"),
+            ("file", lambda r: self.a_name if r is first else self.b_name),
+            ("adapter", _adapter),
+            ("model", lambda r: r.conditions.model or "n/a"),
+            ("scale, seeds", lambda r: f"{r.conditions.scale} {_seeds(r)}"),
+            ("data version", lambda r: r.conditions.data_version or "n/a"),
+            (
                 "questions (digest)",
                 lambda r: f"{len(r.outcomes)} ({r.conditions.questions_digest or 'n/a'})",
             ),
-            row("multi-state EX@1", lambda r: _pct(r.metrics.ex_multistate)),
-            row("EX@1 (first state)", lambda r: _pct(r.metrics.ex1)),
-            row("Soft-F1", lambda r: _pct(r.metrics.soft_f1)),
-            row("superset EX", lambda r: _pct(r.metrics.ex_superset)),
-            row("VES", lambda r: "n/a" if r.metrics.ves is None else f"{r.metrics.ves:.1f}"),
-            row("Set-Recall@5/@10/@20", _at_k),
-            row("errors", lambda r: str(r.metrics.errors)),
-            row("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"),
-            row("not in the file", lambda r: ", ".join(r.metrics.absent) or "-"),
+            ("multi-state EX@1", lambda r: _pct(r.metrics.ex_multistate)),
+            ("EX@1 (first state)", lambda r: _pct(r.metrics.ex1)),
+            ("Soft-F1", lambda r: _pct(r.metrics.soft_f1)),
+            ("superset EX", lambda r: _pct(r.metrics.ex_superset)),
+            ("VES", lambda r: "n/a" if r.metrics.ves is None else f"{r.metrics.ves:.1f}"),
+            ("Set-Recall@5/@10/@20", _at_k),
+            ("errors", lambda r: str(r.metrics.errors)),
+            ("Grade", lambda r: "n/a" if r.metrics.grade is None else f"{r.metrics.grade:.1f}"),
+            ("not in the file", lambda r: ", ".join(r.metrics.absent) or "-"),
+        ]
+        # results-file text: one line each
+        return [(label, one_line(show(first)), one_line(show(second))) for label, show in shows]
+
+    def both_wrong(self) -> list[str]:
+        ca = {o.id: o.correct for o in self.a.outcomes}
+        return [q for q in self.common if not ca[q] and q not in self.losses + self.wins]
+
+    def lines(self) -> list[str]:
+        cells = self.cells()
+        # column A is as wide as its widest cell (a long run name included) and two spaces more,
+        # so B's column never runs into it; at least the width it always had
+        width = max(COLUMN_A, *(len(a) + 2 for _label, a, _b in cells))
+        table = [f"{label:<{LABELS}}{a:<{width}}{b}".rstrip() for label, a, b in cells]
+        only_a = len({o.id for o in self.a.outcomes} - set(self.common))
+        only_b = len({o.id for o in self.b.outcomes} - set(self.common))
+        both_wrong = self.both_wrong()
+        both_right = len(self.common) - len(self.wins) - len(self.losses) - len(both_wrong)
+        return [
+            *table,
             "",
             f"questions compared: {len(self.common)} (only in A: {only_a}, only in B: {only_b})",
             f"regressed (A right, B wrong): {len(self.wins)} {' '.join(self.wins)}".rstrip(),
@@ -100,6 +120,29 @@ class Comparison:
             f"McNemar exact p = {mcnemar_exact(len(self.wins), len(self.losses)):.4g}",
         ]
 
+    def to_json(self) -> dict[str, JSON]:
+        """What :meth:`lines` says, for a program (``heron compare --json``): each run's file,
+        conditions and metrics; the pairing; the drop of every gated metric (A minus B)."""
+
+        def side(r: Results, name: str) -> dict[str, JSON]:
+            return {"file": name, "conditions": r.conditions.to_json(), **_figures(r)}
+
+        both_wrong = self.both_wrong()
+        return {
+            "a": side(self.a, self.a_name),
+            "b": side(self.b, self.b_name),
+            "mismatched": list(self.mismatched),
+            "compared": len(self.common),
+            "only_in_a": sorted({o.id for o in self.a.outcomes} - set(self.common)),
+            "only_in_b": sorted({o.id for o in self.b.outcomes} - set(self.common)),
+            "regressed": list(self.wins),
+            "fixed": list(self.losses),
+            "both_right": len(self.common) - len(self.wins) - len(self.losses) - len(both_wrong),
+            "both_wrong": both_wrong,
+            "mcnemar_p": mcnemar_exact(len(self.wins), len(self.losses)),
+            "drop": {key: self.drop(key) for key in METRICS},
+        }
+
     def warning(self) -> str | None:
         if not self.mismatched:
             return None
@@ -107,6 +150,25 @@ class Comparison:
             f"the runs differ in {', '.join(self.mismatched)}: their numbers are not comparable "
             "as they stand"
         )
+
+    def verdict(self, strict: bool, max_drop: float | None) -> tuple[int, list[str]]:
+        """``heron compare``'s exit status and the lines it writes to stderr: 2 when the runs'
+        conditions differ and ``strict``; 1 when B's multi-state EX is more than ``max_drop``
+        points below A's; else 0 (a warning when the conditions differ)."""
+        said = []
+        warning = self.warning()
+        if warning:
+            said.append(f"warning: {warning}")
+            if strict:
+                return 2, [*said, "heron: refusing (--strict)"]
+        ex_a, ex_b = self.a.metrics.ex_multistate or 0.0, self.b.metrics.ex_multistate or 0.0
+        if max_drop is not None and ex_b < ex_a - max_drop:
+            said.append(
+                f"heron: B's multi-state EX {ex_b:.1f}% is {ex_a - ex_b:.1f} points below A's "
+                f"{ex_a:.1f}% (more than --max-drop {max_drop:g})"
+            )
+            return 1, said
+        return 0, said
 
     def drop(self, key: str) -> float | None:
         """Points metric ``key`` (a key of :data:`METRICS`) fell from A to B; None when either

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_heron.core.errors import ConfigError
+from pytest_heron.core.safe_text import one_line
 from pytest_heron.results.document import Results
 from pytest_heron.results.files import write_atomic
 
@@ -53,10 +54,11 @@ def saved_runs(folder: Path) -> list[tuple[int, str, Path]]:
     return sorted(found)
 
 
-def find_run(folder: Path, spec: str | None) -> Path | None:
+def find_run(folder: Path, spec: str | None, option: str = "--heron-compare") -> Path | None:
     """The saved run ``spec`` names: None or ``""`` the newest (None when there is none); a
     number (``3`` or ``0003``) or a name (the part after ``NNNN_``; the newest of that name);
-    else a path to a results file. ConfigError when a given ``spec`` matches nothing."""
+    else a path to a results file. ConfigError (naming ``option``) when a given ``spec``
+    matches nothing."""
     runs = saved_runs(folder)
     if not spec:
         return runs[-1][2] if runs else None
@@ -71,10 +73,83 @@ def find_run(folder: Path, spec: str | None) -> Path | None:
     if given.is_file():
         return given.absolute()
     listed = ", ".join(p.name for _n, _m, p in runs[-5:]) or "none yet"
+    given_as = f"{option}={spec}" if option.startswith("--") else f"{option} {spec}"
     raise ConfigError(
-        f"--heron-compare={spec}: no saved run of that number or name in {folder} and no such "
-        f"file (the newest: {listed}; save one with --heron-save)"
+        f"{given_as}: no saved run of that number or name in {folder} and no such "
+        f"file (the newest: {listed}; `heron runs` lists them; save one with --heron-save)"
     )
+
+
+def locate_run(folder: Path, spec: str, option: str) -> Path:
+    """A results file at the path ``spec``, else the saved run ``spec`` numbers or names
+    (:func:`find_run`); ConfigError naming ``option`` when it is neither."""
+    given = Path(spec).expanduser()
+    found = given if given.is_file() else find_run(folder, spec, option)
+    if found is None:  # only an empty spec: the newest, and there is none
+        raise ConfigError(f"{option}: no saved runs in {folder} (save one with --heron-save)")
+    return found
+
+
+def run_rows(folder: Path) -> list[dict[str, Any]]:
+    """One row per saved run, oldest first, as ``heron runs`` lists them: number, name, when,
+    commit, adapter, scale and seeds, multi-state EX, path; a file that cannot be read as a
+    saved run keeps its number, name and path, with the reason in ``error``."""
+    rows = []
+    for number, name, path in saved_runs(folder):
+        row: dict[str, Any] = {"number": number, "name": name, "path": str(path)}
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            stamp = doc.get("saved") or {}
+            conditions = doc["conditions"]
+            commit = stamp.get("commit") or None
+            row.update(
+                saved_at=stamp.get("saved_at"),
+                commit=None if commit is None else commit.get("id"),
+                dirty=None if commit is None else commit.get("dirty"),
+                adapter=conditions.get("adapter"),
+                scale=conditions.get("scale"),
+                seeds=conditions.get("seeds"),
+                ex_multistate=doc["metrics"].get("ex_multistate"),
+                questions=len(doc.get("questions") or ()),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            row["error"] = f"{type(exc).__name__}: {exc}"[:200]
+        rows.append(row)
+    return rows
+
+
+def run_lines(rows: list[dict[str, Any]], folder: Path) -> list[str]:
+    """``heron runs``'s table: a header and one aligned line per row of :func:`run_rows` (of
+    ``folder``), or one line saying there is none yet."""
+    if not rows:
+        return [f"no saved runs in {folder} (save one with pytest --heron-save)"]
+    header = ("#", "name", "saved", "commit", "adapter", "scale", "seeds", "EX", "file")
+    table = [header]
+    for row in rows:
+        if "error" in row:
+            cells = [f"{row['number']:04d}", row["name"], "", "", "", "", "", ""]
+            table.append((*cells, f"{row['path']} (unreadable: {row['error']})"))
+            continue
+        commit = (row["commit"] or "")[:10] + ("+" if row["dirty"] else "")
+        ex = row["ex_multistate"]
+        table.append(
+            (
+                f"{row['number']:04d}",
+                row["name"],
+                str(row["saved_at"] or ""),
+                commit or "-",
+                str(row["adapter"] or ""),
+                str(row["scale"] or ""),
+                ",".join(str(s) for s in row["seeds"] or ()),
+                "n/a" if ex is None else f"{ex:.1f}%",
+                row["path"],
+            )
+        )
+    widths = [max(len(one_line(cells[i])) for cells in table) for i in range(len(header))]
+    return [
+        "  ".join(one_line(c).ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+        for cells in table
+    ]
 
 
 def _git(rootdir: Path, *args: str) -> str | None:

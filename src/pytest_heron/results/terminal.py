@@ -61,7 +61,7 @@ def conditions_line(c: Conditions) -> str:
         f" scale={c.scale} seeds={seeds} states={c.states}"
         f" ({'multi' if c.states > 1 else 'single'}-state)"
         f" model={c.model or 'n/a'} temperature={c.temperature:g}{_llm(c)}"
-        f" samples={c.samples}{extra} n={c.n_questions}"
+        f" samples={c.samples}{extra}{_variants(c)} n={c.n_questions}"
         + (f" ({c.subset_note})" if c.subset_note else "")
         + f" backend={c.backend}{_layout(c)} postgres={c.postgres_version}"
         f" data={c.tables} tables/{c.rows} rows (data version {c.data_version})" + _isolation(c)
@@ -111,6 +111,14 @@ def _isolation(c: Conditions) -> str:
 def _named(c: Conditions) -> str:
     """`` (name X)`` when the adapter's own name is not the spec it was asked for."""
     return "" if c.adapter_name in (None, c.adapter) else f" (name {c.adapter_name})"
+
+
+def _variants(c: Conditions) -> str:
+    """A run on ``--heron-variants`` (never-published variants, not the public questions) says
+    so, with the spec that regenerates them: ``variants=SEED:COUNT``."""
+    if c.variants is None:
+        return ""
+    return f" variants={c.variants['seed']}:{c.variants['count']}"
 
 
 def _layout(c: Conditions) -> str:

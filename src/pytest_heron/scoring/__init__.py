@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.recall import rank_questions as rank_questions
     from pytest_heron.scoring.recall import recall_table as recall_table
     from pytest_heron.scoring.recall import reported_table as reported_table
+    from pytest_heron.scoring.recall import side_by_side as side_by_side
+    from pytest_heron.scoring.recall_report import recall_command as recall_command
     from pytest_heron.scoring.score import TIME_RUNS as TIME_RUNS
     from pytest_heron.scoring.score import score_question as score_question
     from pytest_heron.scoring.score import score_retrieval as score_retrieval
@@ -67,9 +69,11 @@ _DOOR = {
     "mcnemar_exact": "metrics",
     "price_for": "pricing",
     "rank_questions": "recall",
+    "recall_command": "recall_report",
     "recall_table": "recall",
     "outcome_table": "recall",
     "reported_table": "recall",
+    "side_by_side": "recall",
     "score_question": "score",
     "score_retrieval": "score",
     "score_sql": "score",

@@ -104,3 +104,28 @@ def markdown(rows: Sequence[Mapping[str, Any]], ks: Sequence[int]) -> str:
         cells = " | ".join(_cell(row[f"at_{k}"]) for k in ks)
         lines.append(f"| {row['retrieval']} | {row['n']} | {cells} |")
     return "\n".join(lines)
+
+
+def side_by_side(tables: Mapping[str, Sequence[Mapping[str, Any]]], ks: Sequence[int]) -> str:
+    """Several methods' recall rows (``{method: recall_table(...)}``, the same classes each) as
+    one Markdown table, one row per class and ``ks`` columns per method: docs/retrieval.md's
+    table, which ``scripts/retrieval_table.py`` writes.
+
+    >>> rows = [{"retrieval": "all", "n": 2, "at_5": 50.0}]
+    >>> print(side_by_side({"bm25": rows, "embedding": rows}, (5,)))
+    | retrieval (n) | bm25 @5 | embedding @5 |
+    |---|---:|---:|
+    | all (2) | 50.0 | 50.0 |
+    """
+    head = ["retrieval (n)"]
+    for method in tables:
+        head += [f"{method} @{ks[0]}", *(f"@{k}" for k in ks[1:])]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    first = next(iter(tables.values()))
+    for i, row in enumerate(first):
+        cells = [f"{row['retrieval']} ({row['n']})"]
+        for rows in tables.values():
+            assert rows[i]["retrieval"] == row["retrieval"], "the methods' classes differ"
+            cells += [_cell(rows[i][f"at_{k}"]) for k in ks]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -170,6 +170,9 @@ class Controller(_Both):
             raise pytest.UsageError(f"pytest-heron: {exc}") from None
         if self.run.gate_failures():
             session.testsfailed += 1
+        # a resumed run exits as the whole run would have: what failed before the interrupt
+        # (now taken from the journal, not run again) still fails it
+        session.testsfailed += len(self.run.resumed_failures())
         return result
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -208,7 +211,14 @@ class Controller(_Both):
         if self.run.system.note:
             tr.write_line(f"adapter not isolated: {self.run.system.note}", yellow=True)
         if self.run.resumed:
-            tr.write_line(f"resumed: {len(self.run.resumed)} questions taken from the journal")
+            failed = self.run.resumed_failures()
+            tr.write_line(
+                f"resumed: {len(self.run.resumed)} questions taken from the journal"
+                + (f", {len(failed)} of them failed: {' '.join(failed)}" if failed else ""),
+                red=bool(failed),
+            )
+            if failed:  # on pytest's last line too: "N failed in the journal"
+                tr.stats.setdefault("failed in the journal", []).extend(failed)
         if self.run.dropped:
             tr.write_line(
                 f"journal: {len(self.run.dropped)} record(s) were not valid outcomes and their "

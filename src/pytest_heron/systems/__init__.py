@@ -10,6 +10,7 @@
 - :mod:`.llm`: the OpenAI-compatible client, its response cache and SQL extraction.
 - :mod:`.retrieval`: table rankers adapters may use to choose their context.
 - :mod:`.tools`: adapters for the field's tools and published methods.
+- :mod:`.convert`: BIRD's and Spider's prediction files as heron's (``heron convert``).
 """
 
 from typing import TYPE_CHECKING
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from pytest_heron.systems.answerers import FileSystem as FileSystem
     from pytest_heron.systems.answerers import System as System
     from pytest_heron.systems.answerers import open_system as open_system
+    from pytest_heron.systems.convert import FORMATS as FORMATS
+    from pytest_heron.systems.convert import convert_command as convert_command
     from pytest_heron.systems.llm.cache import CACHE_FILE as CACHE_FILE
     from pytest_heron.systems.llm.cache import ResponseCache as ResponseCache
     from pytest_heron.systems.llm.cache import default_cache_path as default_cache_path
@@ -58,6 +61,8 @@ if TYPE_CHECKING:
     from pytest_heron.systems.retrieval.rankers import table_docs as table_docs
 
 _DOOR = {
+    "FORMATS": "convert",
+    "convert_command": "convert",
     "AGENT_SYSTEM": "agent",
     "AgentAdapter": "agent",
     "CACHE_FILE": "llm.cache",

@@ -15,6 +15,7 @@ recorded in the run's conditions.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ MAX_BYTES = 64 * 1024 * 1024  # a predictions file larger than this is refused u
 MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)
 FIELDS = ("id", "sql", "tables", "tables_ranked")
 LINE_LIMITS = Limits(max_bytes=MAX_BYTES, max_depth=8, max_items=10_000)
+# a variant's id (audit.variants.variant_id): the public parent, the variant seed, the index
+VARIANT_ID = re.compile(r"(.+)_v\d+_\d+")
 
 
 def quoted(text: str) -> str:
@@ -66,6 +69,26 @@ def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None
     return None
 
 
+def _public_ids_on_variants(path: Path, unknown: list[str], known: Collection[str]) -> str | None:
+    """The one-line error for a file keyed by the public questions' ids in a run on variants
+    (``--heron-variants``, whose ids are ``<public id>_v<seed>_<k>``): every unknown id is the
+    public parent of a variant the run asks. None when that is not the case."""
+    parents: dict[str, str] = {}  # public id -> the run's first variant of it
+    for qid in sorted(known):
+        m = VARIANT_ID.fullmatch(qid)
+        if m:
+            parents.setdefault(m.group(1), qid)
+    if not unknown or not parents or any(u not in parents for u in unknown):
+        return None
+    first = unknown[0]
+    return (
+        f"--heron-predictions {path}: its ids are the public questions' ({quoted(first)} and "
+        f"{len(unknown) - 1} more), but this run asks never-published variants "
+        f"(--heron-variants): key by variant id (here {parents[first]!r} for {first!r}; "
+        "`heron variants --seed SEED --count N` prints the run's ids and questions)"
+    )
+
+
 def load_predictions(
     path: Path, question_ids: Collection[str], *, every: bool = True
 ) -> PredictionFile:
@@ -91,6 +114,7 @@ def load_predictions(
     tables: dict[str, list[str]] = {}
     ranked: dict[str, list[str]] = {}
     first_line: dict[str, int] = {}
+    unknown: list[str] = []  # ids the question set does not have, in file order
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -100,6 +124,9 @@ def load_predictions(
             problems.append(str(exc))
             continue
         problem = _line_problem(number, value, question_ids)
+        qid = value.get("id") if isinstance(value, dict) else None
+        if isinstance(qid, str) and qid not in question_ids:
+            unknown.append(qid)
         if problem is None and value["id"] in first_line:
             qid = value["id"]
             problem = f"line {number}: {qid!r} again (first on line {first_line[qid]})"
@@ -118,6 +145,9 @@ def load_predictions(
             f" and {len(missing) - MAX_PROBLEMS} more" if len(missing) > MAX_PROBLEMS else ""
         )
         problems.append(f"no prediction for {len(missing)} question(s): {shown}")
+    keyed_by_public = _public_ids_on_variants(path, unknown, question_ids)
+    if keyed_by_public is not None:
+        raise ConfigError(keyed_by_public)
     if problems:
         more = len(problems) - MAX_PROBLEMS
         listed = "; ".join(problems[:MAX_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")

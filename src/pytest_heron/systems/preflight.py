@@ -31,6 +31,7 @@ from typing import Any
 
 from pytest_heron.core.errors import ConfigError
 
+STUB_HOSTS = ("127.0.0.1", "localhost")  # where `heron stub-llm` listens by default (port 8089)
 PROBE_TIMEOUT_S = 10.0  # GET /models: a server that does not answer this fast is not there
 MAX_MODELS_SHOWN = 8  # of the names a server lists, in an error
 SKIP_STATUSES = frozenset({404, 405, 501})  # the server has no /models
@@ -178,8 +179,12 @@ def check_endpoint(endpoint: str, model: str, key: str, *, fetch: Fetch = http_g
         status, body = fetch(url, {"Authorization": f"Bearer {key}", "Accept": "application/json"})
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", exc)
+        stub = endpoint.rstrip("/") in (f"http://{host}:8089/v1" for host in STUB_HOSTS)
+        start = (
+            "Start the server (`heron stub-llm` serves one there)" if stub else "Start the server"
+        )
         raise ConfigError(
-            f"{what} cannot be reached (GET {url}: {reason}). Start the server or fix the URL "
+            f"{what} cannot be reached (GET {url}: {reason}). {start} or fix the URL "
             "(it is the base URL, usually ending in /v1); --heron-offline replays from the cache "
             "without an endpoint"
         ) from None

@@ -2,17 +2,22 @@
 
 Lookup order for ``--heron-adapter NAME``: the ``pytest_heron.adapters`` entry-point group, then
 the firstresult hook ``pytest_heron_make_adapter(config, name)`` (so a conftest.py can provide an
-adapter without packaging), then ``module:attr``. Only the name crosses process boundaries; each
-xdist worker builds its own instance. How the instance is then run (in a process of its own, by
-default) is :mod:`pytest_heron.systems.answerers`'s business; ``gold`` and ``cli`` are answered
-there by the harness itself.
+adapter without packaging), then ``module:attr`` (or ``path/to/file.py:attr``, a file). Only the
+name crosses process boundaries; each xdist worker builds its own instance. How the instance is
+then run (in a process of its own, by default) is :mod:`pytest_heron.systems.answerers`'s
+business; ``gold`` and ``cli`` are answered there by the harness itself.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pytest_heron.core.errors import AdapterLookupError, InvalidPrediction
@@ -52,13 +57,8 @@ def make_adapter(name: str, hook: Callable[[str], Any] | None = None) -> Adapter
         if made is not None:
             return instantiate(made, f"the adapter made by pytest_heron_make_adapter({name!r})")
     if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise AdapterLookupError(
-                f"adapter {name!r}: cannot import module {module_name!r}: {exc}"
-            ) from None
+        module_name, _, attr = name.rpartition(":")
+        module = _import(name, module_name)
         try:
             obj = getattr(module, attr)
         except AttributeError:
@@ -70,6 +70,50 @@ def make_adapter(name: str, hook: Callable[[str], Any] | None = None) -> Adapter
         f"unknown adapter {name!r}. Known adapters: {', '.join(known_adapters()) or 'none'}; "
         "or give module:Class, or provide one with the pytest_heron_make_adapter hook."
     )
+
+
+def is_file_path(module_name: str) -> bool:
+    """``./my_adapter.py`` or ``adapters/tool.py`` (a file), not ``my_pkg.adapter`` (a module).
+
+    >>> is_file_path("./my_adapter.py"), is_file_path("sub/tool"), is_file_path("my_pkg.tool")
+    (True, True, False)
+    """
+    return module_name.endswith(".py") or "/" in module_name or os.sep in module_name
+
+
+def _import(name: str, module_name: str) -> ModuleType:
+    """The module of ``--heron-adapter MODULE:ATTR``: an importable module, or a Python file
+    named by its path (relative to the current folder), loaded as a script is, with its own
+    folder first on the import path so that it can import the modules beside it."""
+    if not is_file_path(module_name):
+        try:
+            return importlib.import_module(module_name)
+        except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name
+            raise AdapterLookupError(
+                f"adapter {name!r}: cannot import module {module_name!r}: {exc}"
+            ) from None
+    path = Path(module_name).expanduser().absolute()
+    if path.suffix != ".py" or not path.is_file():
+        raise AdapterLookupError(
+            f"adapter {name!r}: no Python file {path} (a path is FILE.py:Class, relative to "
+            f"{Path.cwd()}; or give module:Class)"
+        )
+    key = f"heron_adapter_file.{path.stem}"  # never shadows an installed module of that name
+    spec = importlib.util.spec_from_file_location(key, path)
+    if spec is None or spec.loader is None:
+        raise AdapterLookupError(f"adapter {name!r}: {path} cannot be loaded as Python")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[key] = module  # dataclasses and pickling find it by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[key]
+        raise AdapterLookupError(
+            f"adapter {name!r}: importing {path} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    return module
 
 
 def wrong_type(type_name: str) -> InvalidPrediction:

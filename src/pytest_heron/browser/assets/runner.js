@@ -190,7 +190,13 @@ async function chat(settings, messages, deadline, meter) {
     });
   } catch (exc) {
     if (controller.signal.aborted) throw new AdapterFailure("adapter_timeout", "the LLM call ran out of time");
-    throw new AdapterFailure("adapter_error", `the endpoint could not be reached (${exc.message})`);
+    // a browser says only "Failed to fetch" for a server that is down and for one that sends no
+    // CORS headers (this page is another origin): name both, and the stub's switch
+    throw new AdapterFailure(
+      "adapter_error",
+      `the endpoint could not be reached (${exc.message}): is it running, and does it send CORS ` +
+        "headers for this page (Access-Control-Allow-Origin)? `heron stub-llm --cors` does",
+    );
   } finally {
     clearTimeout(timer);
   }
@@ -533,7 +539,18 @@ function showOutcome(o) {
   for (const [text, cls] of cells) {
     const td = document.createElement("td");
     td.className = cls;
-    td.textContent = text;
+    if (cls === "details" && verdict === "wrong") {
+      // the counterexample, then the SQL that gave it
+      const reason = document.createElement("div");
+      reason.className = "reason";
+      reason.textContent = text;
+      const sql = document.createElement("div");
+      sql.className = "sql";
+      sql.textContent = o.pred_sql ?? "";
+      td.append(reason, sql);
+    } else {
+      td.textContent = text;
+    }
     tr.append(td);
   }
   $("results").tBodies[0].append(tr);

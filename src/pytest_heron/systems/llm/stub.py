@@ -300,6 +300,7 @@ def oracle(questions: dict[str, str] | None = None) -> Responder:
     return respond
 
 
-def serve(host: str = "127.0.0.1", port: int = 0) -> ChatStub:
-    """Start the oracle endpoint (not yet serving until :meth:`ChatStub.start`)."""
-    return ChatStub(oracle(), models=(STUB_MODEL,), host=host, port=port)
+def serve(host: str = "127.0.0.1", port: int = 0, *, cors: bool = False) -> ChatStub:
+    """Start the oracle endpoint (not yet serving until :meth:`ChatStub.start`); with ``cors``
+    it answers browsers' preflights and allows any origin (the browser runner's page)."""
+    return ChatStub(oracle(), models=(STUB_MODEL,), cors=cors, host=host, port=port)

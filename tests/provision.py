@@ -36,6 +36,14 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 # the test files that drive a browser (the brief's list; test_browser_state.py runs Node only)
 BROWSER_TESTS = ("test_report_render.py", "test_site_browser.py", "test_browser_runner.py")
 TESTS = Path(__file__).resolve().parent
+BWRAP_PACKAGE = "bubblewrap"  # Debian's: the adapter's sandbox (systems/bubblewrap.py)
+# the test files that start sandboxed adapters
+SANDBOX_TESTS = (
+    "test_sandbox_isolation.py",
+    "test_adapter_isolation.py",
+    "test_isolation.py",
+    "test_adapter_python.py",
+)
 
 CHROMIUM_STOP = (
     f"the browser tests need Chromium: install Debian's `{CHROMIUM_PACKAGE}` package "
@@ -67,6 +75,16 @@ def chromium_step(found: str | None, root: bool, apt_get: str | None) -> Step:
 def needs_browser(args: Sequence[str], rootdir: Path) -> bool:
     """Whether a run on these paths (pytest's ``config.args``: files, folders, node ids) collects
     a browser test: a path to one of :data:`BROWSER_TESTS`, or a folder that holds one."""
+    return collects(args, rootdir, BROWSER_TESTS)
+
+
+def needs_sandbox(args: Sequence[str], rootdir: Path) -> bool:
+    """Whether a run on these paths collects a test that starts sandboxed adapters."""
+    return collects(args, rootdir, SANDBOX_TESTS)
+
+
+def collects(args: Sequence[str], rootdir: Path, names: Sequence[str]) -> bool:
+    """Whether a run on these paths collects one of the test files ``names``."""
     for arg in args:
         path = Path(arg.split("::", 1)[0])
         path = path if path.is_absolute() else rootdir / path
@@ -74,7 +92,7 @@ def needs_browser(args: Sequence[str], rootdir: Path) -> bool:
         if path.is_dir():
             if TESTS.is_relative_to(path):  # the tests folder, or a folder above it
                 return True
-        elif any(fnmatch.fnmatch(path.name, name) for name in BROWSER_TESTS):
+        elif any(fnmatch.fnmatch(path.name, name) for name in names):
             return True
     return False
 
@@ -89,11 +107,11 @@ def find_chromium(which: Callable[[str], str | None] = shutil.which) -> str | No
     return None
 
 
-def install_chromium(apt_get: str) -> str | None:
+def install_chromium(apt_get: str, package: str = CHROMIUM_PACKAGE) -> str | None:
     """Install Debian's package (after ``apt-get update`` when the first try finds no
     package); the last line apt printed when it failed, else None."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt_get, "install", "-y", "-q", "--no-install-recommends", CHROMIUM_PACKAGE]
+    install = [apt_get, "install", "-y", "-q", "--no-install-recommends", package]
     done = subprocess.run(install, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         subprocess.run([apt_get, "update", "-q"], capture_output=True, env=env, check=False)
@@ -188,8 +206,47 @@ def provide_chromium(say: Callable[[str], None]) -> str:
     return found
 
 
+def provide_bwrap(say: Callable[[str], None]) -> str:
+    """A bubblewrap that can make the sandbox here, for the sandbox tests: Debian's package
+    installed when it is missing and the run is root with apt-get (as for Chromium). Stops the
+    run (exit status 4) with one line when it cannot be had: the package to install, or why the
+    kernel refuses it (user namespaces turned off)."""
+    import pytest
+
+    from pytest_heron.systems import bubblewrap
+
+    found = bubblewrap.probe()
+    apt_get = shutil.which("apt-get")
+    root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if found.binary is None and chromium_step(None, root, apt_get) == "install" and apt_get:
+        say(f"heron tests: installing Debian's {BWRAP_PACKAGE} for the sandbox tests (apt-get)")
+        failed = install_chromium(apt_get, BWRAP_PACKAGE)
+        bubblewrap.probe.cache_clear()
+        found = bubblewrap.probe()
+        if failed:
+            pytest.exit(f"{bwrap_stop(found.problem)} (apt-get failed: {failed})", returncode=4)
+    if not found.usable or found.binary is None:
+        pytest.exit(bwrap_stop(found.problem), returncode=4)
+    return found.binary
+
+
+def bwrap_stop(problem: str | None) -> str:
+    """The one line a run that cannot sandbox stops with.
+
+    >>> bwrap_stop("no user namespaces").endswith("with apt-get): no user namespaces")
+    True
+    """
+    return (
+        f"the sandbox tests need Debian's `{BWRAP_PACKAGE}` (the suite installs it itself when "
+        f"run as root with apt-get): {problem}"
+    )
+
+
 def provision(args: Sequence[str], rootdir: Path, cache: Path) -> None:
-    """Node for every run of the suite; Chromium when the run includes a browser test."""
+    """Node for every run of the suite; Chromium when the run includes a browser test;
+    bubblewrap when it includes a sandbox test."""
     provide_node(cache)
     if needs_browser(args, rootdir):
         provide_chromium(lambda line: print(line, file=sys.stderr, flush=True))
+    if needs_sandbox(args, rootdir):
+        provide_bwrap(lambda line: print(line, file=sys.stderr, flush=True))

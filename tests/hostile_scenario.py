@@ -44,6 +44,7 @@ import pytest
 
 from inner import TWO_QUESTIONS, Scenario, in_parallel
 from pytest_heron.systems import jail
+from sandbox_probe import marked
 
 QUESTIONS = (
     TWO_QUESTIONS
@@ -300,22 +301,6 @@ def vendor_repository(scenario: Scenario) -> list[str]:
     (root / "old-report" / "questions.csv").write_text(f"id,gold_sql\nv001,SELECT '{marks[1]}'\n")
     (root / "old-results.json").write_text(json.dumps({"reason": marks[2]}))
     return marks
-
-
-def marked(mark: str) -> list[int]:
-    """Host pids whose command line carries ``mark`` (zombies are not counted)."""
-    found = []
-    for name in sorted(os.listdir("/proc")):
-        if not name.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if mark.encode() in cmdline and state != "Z":
-            found.append(int(name))
-    return found
 
 
 def _left(mark: str, guard_s: float) -> list[int]:

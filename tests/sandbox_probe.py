@@ -142,34 +142,46 @@ def _gone(mark: str, guard_s: float = 20.0) -> list[int]:
     return left
 
 
-def network(out: str, port: int) -> None:
-    """What an adapter sees of a TCP listener on the host's loopback, with the network shared
-    and cut (``--heron-adapter-network``)."""
-    from pytest_heron.core.types import BenchmarkContext
-    from pytest_heron.dataset import GoldQuestion
-    from pytest_heron.systems.answerers import open_system
-
+def _prober() -> tuple[Any, Any]:
+    """The prober adapter written to a folder of its own (the working directory from now on)
+    and a context to prepare it with; ``(context, open_system)``."""
     folder = Path(tempfile.mkdtemp(prefix="heron-probe-"))
     (folder / "prober_adapter.py").write_text(PROBER)
     sys.path.insert(0, str(folder))
     os.chdir(folder)
+    from pytest_heron.core.types import BenchmarkContext
+    from pytest_heron.systems.answerers import open_system
+
     ctx = BenchmarkContext(
         dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="", tables=()
     )
-    q = GoldQuestion(
+    return ctx, open_system
+
+
+def _order(order: dict[str, Any]) -> Any:
+    """A question whose English is the prober's order."""
+    from pytest_heron.dataset import GoldQuestion
+
+    return GoldQuestion(
         id="p1",
-        question=json.dumps({"connect": port}),
+        question=json.dumps(order),
         gold_sql="SELECT 1",
         gold_tables=(),
         shape="single",
         retrieval="named",
     )
+
+
+def network(out: str, port: int) -> None:
+    """What an adapter sees of a TCP listener on the host's loopback, with the network shared
+    and cut (``--heron-adapter-network``)."""
+    ctx, open_system = _prober()
     report = {}
     for mode in ("shared", "none"):
         system = open_system("prober_adapter:Prober", timeout_s=60.0, network=mode)
         try:
             system.ready(ctx)
-            report[mode] = [system.sandbox, str(system.ask(q, 60.0, None))]
+            report[mode] = [system.sandbox, str(system.ask(_order({"connect": port}), 60.0, None))]
         finally:
             system.close()
     Path(out).write_text(json.dumps(report))
@@ -177,28 +189,10 @@ def network(out: str, port: int) -> None:
 
 def main(out: str, isolation: str) -> None:
     os.environ["HERON_ADAPTER_ISOLATION"] = isolation
-    folder = Path(tempfile.mkdtemp(prefix="heron-probe-"))
-    (folder / "prober_adapter.py").write_text(PROBER)
-    sys.path.insert(0, str(folder))
-    os.chdir(folder)
-    from pytest_heron.core.types import BenchmarkContext
-    from pytest_heron.dataset import GoldQuestion
-    from pytest_heron.systems.answerers import open_system
-
-    ctx = BenchmarkContext(
-        dsn="", dialect="postgres", scale="tiny", seed=42, schema_ddl="", tables=()
-    )
+    ctx, open_system = _prober()
 
     def ask(system: Any, order: dict[str, Any]) -> Any:
-        q = GoldQuestion(
-            id="p1",
-            question=json.dumps(order),
-            gold_sql="SELECT 1",
-            gold_tables=(),
-            shape="single",
-            retrieval="named",
-        )
-        answer = str(system.ask(q, 60.0, None))
+        answer = str(system.ask(_order(order), 60.0, None))
         return json.loads(answer) if "attack" in order else answer
 
     report: dict[str, Any] = {"uid": os.geteuid()}

@@ -261,7 +261,38 @@ def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-class Sandbox:
+class Bound:
+    """What an isolated adapter's process is given of the harness, and under which names: the
+    server's socket (known once the server runs) and the LLM response cache folder. Shared by
+    the sandbox and the fallback jail (:class:`pytest_heron.systems.jail.Jail`)."""
+
+    socket: tuple[str, str] | None = None  # (socket file, port) the process was started with
+    shared: Path | None = None  # the LLM response cache folder
+
+    def expose(self, dsn: str) -> bool:
+        """Note the socket ``dsn`` names (bound at the next start); whether the running
+        process must be restarted to see it."""
+        found = socket_of(dsn)
+        if found is None or found == self.socket:
+            return False
+        self.socket = found
+        return True
+
+    def rebound(self, ctx: BenchmarkContext, pg: str, llm: str) -> BenchmarkContext:
+        """``ctx`` with the DSN through the socket bound in folder ``pg`` and the LLM cache in
+        folder ``llm``."""
+        from psycopg.conninfo import make_conninfo
+
+        dsn = ctx.dsn
+        if dsn and self.socket is not None and socket_of(dsn) == self.socket:
+            dsn = make_conninfo(dsn, host=pg)
+        options = ctx.llm
+        if self.shared is not None and options.cache_path:
+            options = replace(options, cache_path=os.path.join(llm, Path(options.cache_path).name))
+        return replace(ctx, dsn=dsn, llm=options)
+
+
+class Sandbox(Bound):
     """One adapter's sandbox: the bwrap command that starts its process, and how the context
     it is given names the socket and the LLM cache inside. Made by
     :func:`pytest_heron.systems.jail.open_jail`; the interface is :class:`~.jail.Jail`'s."""
@@ -310,27 +341,10 @@ class Sandbox:
     def mechanism(self) -> str:
         return f"{self.found.mechanism}, network {self.network}"
 
-    def expose(self, dsn: str) -> bool:
-        """Note the socket ``dsn`` names (bound at the next start); whether the running
-        process must be restarted to see it."""
-        found = socket_of(dsn)
-        if found is None or found == self.socket:
-            return False
-        self.socket = found
-        return True
-
     def context(self, ctx: BenchmarkContext) -> BenchmarkContext:
         """``ctx`` as the adapter sees it: the DSN through the bound socket, the LLM cache in
         the bound folder."""
-        from psycopg.conninfo import make_conninfo
-
-        dsn = ctx.dsn
-        if dsn and self.socket is not None and socket_of(dsn) == self.socket:
-            dsn = make_conninfo(dsn, host=str(INSIDE / "pg"))
-        llm = ctx.llm
-        if self.shared is not None and llm.cache_path:
-            llm = replace(llm, cache_path=str(INSIDE / "llm" / Path(llm.cache_path).name))
-        return replace(ctx, dsn=dsn, llm=llm)
+        return self.rebound(ctx, str(INSIDE / "pg"), str(INSIDE / "llm"))
 
     def import_paths(self) -> list[str]:
         """The folders shown whole: the interpreter's prefixes and the safe import paths."""

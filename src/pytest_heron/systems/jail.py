@@ -46,7 +46,6 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +162,7 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-class Jail:
+class Jail(bubblewrap.Bound):
     """One adapter's private folder and the command that starts its process jailed (the
     fallback where bubblewrap is missing: see :mod:`pytest_heron.systems.bubblewrap`).
 
@@ -205,27 +204,10 @@ class Jail:
             extra = 0o2070 if path.is_dir() else 0o060
             path.chmod((info.st_mode & 0o7777) | extra)
 
-    def expose(self, dsn: str) -> bool:
-        """Note the socket ``dsn`` names (bound into the jail at the next start); whether the
-        running process must be restarted to see it."""
-        found = socket_of(dsn)
-        if found is None or found == self.socket:
-            return False
-        self.socket = found
-        return True
-
     def context(self, ctx: BenchmarkContext) -> BenchmarkContext:
         """``ctx`` as the jailed adapter sees it: the DSN through the bound socket, the LLM cache
         in the bound folder."""
-        from psycopg.conninfo import make_conninfo
-
-        dsn = ctx.dsn
-        if dsn and self.socket is not None and socket_of(dsn) == self.socket:
-            dsn = make_conninfo(dsn, host=str(self.base / "pg"))
-        llm = ctx.llm
-        if self.shared is not None and llm.cache_path:
-            llm = replace(llm, cache_path=str(self.base / "llm" / Path(llm.cache_path).name))
-        return replace(ctx, dsn=dsn, llm=llm)
+        return self.rebound(ctx, str(self.base / "pg"), str(self.base / "llm"))
 
     def spec(self) -> dict[str, Any]:
         return {

@@ -160,7 +160,7 @@ def _lean_inner_sessions(request: pytest.FixtureRequest, monkeypatch: pytest.Mon
         # An in-process run (pytester.runpytest) drops the modules it imported when it ends;
         # numpy refuses to be imported twice in a process, so the run's stages are imported here,
         # before pytester takes its snapshot of sys.modules.
-        import pytest_heron.run  # noqa: F401
+        import pytest_heron.run.controller  # noqa: F401
         from inner import LEAN_ENV
 
         for key, value in LEAN_ENV.items():

@@ -38,7 +38,7 @@ PACKAGE = ROOT / "src" / "pytest_heron"
 
 # Top layer first. The README's Layout table states the same ("may import" column).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("wiring", ("plugin", "hookspecs", "session", "cli", "options", "run")),
+    ("wiring", ("plugin", "hookspecs", "run", "cli", "options")),
     ("publishing", ("site", "board", "browser")),
     ("results", ("results",)),
     ("scoring", ("scoring", "audit")),

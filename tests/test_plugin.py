@@ -231,8 +231,8 @@ def test_plain_pytest_is_unaffected(pytester: pytest.Pytester) -> None:
 
 # The import budget of each entry point, as modules it must not load (seconds would depend on
 # the machine; a module list does not). `pytest_heron.plugin` loads into every pytest session
-# of every project; `pytest_heron.run` is what a benchmark session imports before its states
-# are found ready, and the generator is for building a state, which a warm cache skips;
+# of every project; `pytest_heron.run.controller` is what a benchmark session imports before
+# its states are found ready, and the generator is for building a state, which a warm cache skips;
 # `pytest_heron.cli` answers --help and usage errors.
 IMPORT_BUDGETS = {
     "pytest_heron.plugin": (
@@ -247,7 +247,7 @@ IMPORT_BUDGETS = {
         "pytest_heron.database",
         "pytest_heron.scoring",
     ),
-    "pytest_heron.run": (
+    "pytest_heron.run.controller": (
         "pytest_heron.generate.columns",
         "pytest_heron.generate.load",
         "pytest_heron.generate.streams",

@@ -69,7 +69,7 @@ def test_the_header_names_the_plan_and_plugins_add_results_fields(
 def test_a_results_field_that_is_not_a_scalar_or_given_twice_is_refused() -> None:
     """In-process: the checks the plugin applies to what the hooks return."""
     from pytest_heron.core.errors import ConfigError
-    from pytest_heron.run import _scalar_fields
+    from pytest_heron.run.controller import _scalar_fields
 
     assert _scalar_fields({"a": 1, "b": None, "c": "x", "d": 1.5, "e": False}) == {
         "a": 1,

@@ -27,6 +27,7 @@ from pytest_heron.board.checks import Entry
 from pytest_heron.database.states import reader_role
 from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
 from pytest_heron.options import Settings
+from pytest_heron.run.kit import Kit, Scorer
 from pytest_heron.sandbox import per_session
 from pytest_heron.sandbox.uses import sql_uses
 from pytest_heron.scoring.score import StateRef, score_sql
@@ -37,7 +38,6 @@ from pytest_heron.scoring.volatility import (
     volatile_calls,
     volatile_reason,
 )
-from pytest_heron.session.kit import Kit, Scorer
 
 verifier = importlib.import_module("pytest_heron.board.verifier")
 

@@ -1,5 +1,5 @@
 """pytest hooks for pytest-heron: options, configuration, the hook objects registered by role
-(:mod:`pytest_heron.session.roles`) and the vendor kit's fixtures. Nothing else.
+(:mod:`pytest_heron.run.hooks`) and the vendor kit's fixtures. Nothing else.
 
 Importing this module is cheap: the benchmark's machinery is imported only when
 ``--heron-adapter`` is given, so plain ``pytest`` in any project is unaffected.
@@ -62,7 +62,7 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", f"{marker}: pytest-heron question tag")
     config.stash[RUN_KEY] = run
     # one hook object per role (as pytest-xdist registers its DSession on the controller only)
-    from pytest_heron.session import Controller, Worker, XdistHooks
+    from pytest_heron.run import Controller, Worker, XdistHooks
 
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(Worker(config, run), "heron-worker")
@@ -117,7 +117,7 @@ def _relative(path: str, config: pytest.Config) -> str:
 def heron_kit(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
     """The states, questions and scorer behind the other heron_* fixtures (session scope)."""
     from pytest_heron.core.errors import HeronError
-    from pytest_heron.session import Kit
+    from pytest_heron.run import Kit
 
     config = request.config
     run = config.stash.get(RUN_KEY, None)
@@ -154,6 +154,6 @@ def heron_score(heron_kit: Any) -> Any:
     """``heron_score(question, sql)``: the ``Outcome`` of ``sql`` as the answer to ``question``
     (an id or a ``Question``) on every state; ``heron_score.explain(outcome)`` is the
     benchmark's failure message."""
-    from pytest_heron.session import Scorer
+    from pytest_heron.run import Scorer
 
     return Scorer(heron_kit)

@@ -107,7 +107,7 @@ class Checked:
 
 
 def questions_digest(questions: Sequence[GoldQuestion]) -> str:
-    """The run's digest of the question set (:func:`pytest_heron.run.questions_digest`)."""
+    """The run's digest of the question set (:func:`pytest_heron.dataset.questions_digest`)."""
     from pytest_heron.dataset import questions_digest as digest
 
     return digest({q.id: q for q in sorted(questions, key=lambda q: q.id)})

@@ -1,7 +1,7 @@
 """What a run ran on: the :class:`Conditions` record.
 
-Built once by the run (:mod:`pytest_heron.run`) after the states exist, sent to xdist workers,
-written at the top of the results file and printed as the summary's first line. The fields
+Built once by the run (:mod:`pytest_heron.run.controller`) after the states exist, sent to xdist
+workers, written at the top of the results file and printed as the summary's first line. The fields
 marked ``identity`` are what must be equal for a journal to be resumed (:meth:`fingerprint`);
 the others describe the machine and the moment.
 """

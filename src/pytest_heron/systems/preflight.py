@@ -16,7 +16,7 @@ failing every question the same way and writing a 0 % results file. Checked, in 
 
 The adapter being found and importable is checked when the run opens it
 (:func:`~pytest_heron.systems.answerers.open_system`); output paths and gold queries are
-checked by :class:`~pytest_heron.run.HeronRun`.
+checked by :class:`~pytest_heron.run.controller.HeronRun`.
 """
 
 from __future__ import annotations

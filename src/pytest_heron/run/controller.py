@@ -536,7 +536,7 @@ class HeronRun:
     def resumed_failures(self) -> list[str]:
         """The questions taken from the journal whose item would have failed had it run in this
         session (wrong answers without a gate; an infrastructure crash with one, as
-        :class:`~pytest_heron.session.items.HeronItem` fails them): they count towards the exit
+        :class:`~pytest_heron.run.items.HeronItem` fails them): they count towards the exit
         status, which is then the whole run's, not only the part after the interrupt."""
         return [
             qid

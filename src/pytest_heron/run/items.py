@@ -11,7 +11,7 @@ from pytest_heron.core.safe_text import printable
 
 if TYPE_CHECKING:
     from pytest_heron.dataset import GoldQuestion
-    from pytest_heron.run import HeronRun
+    from pytest_heron.run.controller import HeronRun
     from pytest_heron.scoring import Outcome
 
 

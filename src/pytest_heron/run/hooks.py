@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_heron.session.items import HeronCollector, HeronItem
+from pytest_heron.run.items import HeronCollector, HeronItem
 
 if TYPE_CHECKING:
-    from pytest_heron.run import HeronRun
+    from pytest_heron.run.controller import HeronRun
 
 PAYLOAD = "heron"  # the key of the outcome in a report's user_properties, and of the workerinput
 

@@ -133,7 +133,7 @@ class Kit:
     def explain(self, outcome: Outcome) -> str:
         """The failure message the benchmark prints for ``outcome`` (question, SQL, the
         difference with gold's rows)."""
-        from pytest_heron.session.items import failure_message
+        from pytest_heron.run.items import failure_message
 
         return failure_message(self.gold[outcome.id], outcome)
 

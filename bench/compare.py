@@ -511,7 +511,8 @@ def main() -> int:
         suites["C"] = case_c(args.rows_c, args.seed, args.repeat, swap)
     shown = " ".join(f"{name}={value:.1f}" for name, value in suites.items())
     print(
-        f"suite ratios (test-suite-sql-eval / ours): {shown}; target>={TARGET_SUITE_RATIO:.0f} "
+        f"suite ratios (test-suite-sql-eval {_SUITE[0][1]} / ours): {shown}; "
+        f"target>={TARGET_SUITE_RATIO:.0f} "
         f"on each: {_verdict(min(suites.values()) >= TARGET_SUITE_RATIO)}"
     )
     if ratio is not None:

@@ -16,7 +16,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from pytest_heron import sandbox
 from pytest_heron.core.errors import BackendError
-from pytest_heron.database import states
+from pytest_heron.database import manifest, states
 from pytest_heron.database.server import Server, embedded, secret_path, trusting
 from pytest_heron.database.states import ensure_state, reader_role
 from pytest_heron.sandbox import roles
@@ -180,8 +180,8 @@ def test_an_adapter_role_outlives_its_run_only_until_the_next(
 def test_a_held_build_lock_is_named_not_waited_on_forever(
     server: Server, tiny_state: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(states, "LOCK_TIMEOUT", 1.0)
-    key = states._lock_key(tiny_state.database)
+    monkeypatch.setattr(manifest, "LOCK_TIMEOUT", 1.0)
+    key = manifest.lock_key(tiny_state.database)
     with psycopg.connect(server.admin_dsn, autocommit=True, application_name="holder") as conn:
         conn.execute("SELECT pg_advisory_lock(4242, %s)", (key,))
         pid = conn.info.backend_pid

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import platform
 import re
 import subprocess
@@ -70,8 +71,8 @@ def find_run(folder: Path, spec: str | None, option: str = "--heron-compare") ->
     if named:
         return named[-1]
     given = Path(spec).expanduser()
-    if given.is_file():
-        return given.absolute()
+    if given.is_file() or (os.path.lexists(given) and not given.is_dir()):
+        return given.absolute()  # a FIFO, device or socket: the bounded reader refuses it
     listed = ", ".join(p.name for _n, _m, p in runs[-5:]) or "none yet"
     given_as = f"{option}={spec}" if option.startswith("--") else f"{option} {spec}"
     raise ConfigError(
@@ -84,7 +85,8 @@ def locate_run(folder: Path, spec: str, option: str) -> Path:
     """A results file at the path ``spec``, else the saved run ``spec`` numbers or names
     (:func:`find_run`); ConfigError naming ``option`` when it is neither."""
     given = Path(spec).expanduser()
-    found = given if given.is_file() else find_run(folder, spec, option)
+    present = given.is_file() or (os.path.lexists(given) and not given.is_dir())
+    found = given if present else find_run(folder, spec, option)
     if found is None:  # only an empty spec: the newest, and there is none
         raise ConfigError(f"{option}: no saved runs in {folder} (save one with --heron-save)")
     return found

@@ -410,7 +410,8 @@ def _verify(
     ):
         reasons.append(
             f"{len(verdict.gold_equal)} of {len(first_sql)} predictions ({share:.0%}) are the "
-            f"public gold SQL (normalised), above the protocol's max_gold_share_unreplayed "
+            f"public gold SQL (by its parse tree's fingerprint, wrapped or not), above the "
+            f"protocol's max_gold_share_unreplayed "
             f"({limit:.0%}); such a row is ranked only when the offline replay of its shipped "
             f"model transcript confirms every answer (replay {verdict.replay.status}: "
             f"{verdict.replay.detail})"[:800]

@@ -198,7 +198,8 @@ def reproduce(
         if gold_steps is not None:
             gold_steps.advance(detail=q.id)
         if not gold.correct:
-            broken.append(f"{q.id}: {gold.error or gold.reason}"[:200])
+            why = "details withheld: sealed question" if q.sealed else gold.error or gold.reason
+            broken.append(f"{q.id}: {why}"[:200])
     if broken:
         raise HeronError(
             f"gold does not score 100 % on the verifier's states ({len(broken)} question(s): "

@@ -81,6 +81,9 @@ class GoldQuestion:
     # whether the variants are empty probes too (the file's ``variants_empty_probe``, default
     # ``empty_probe``): an empty probe whose only constant cannot vary while staying empty
     variants_empty_probe: bool = False
+    # read from a sealed file (dataset/sealed.py): its English goes to the adapter and nowhere
+    # else, its gold SQL and rows never leave the harness's memory (docs/sealed.md)
+    sealed: bool = False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -290,10 +293,23 @@ def _entries(doc: Any, path: str) -> Iterable[Any]:
     )
 
 
-def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestion]:
-    """Every question in ``folder`` (default: the built-in set), sorted by id."""
+def load_questions(
+    folder: Traversable | Path | None = None, *, key_env: str | None = None
+) -> list[GoldQuestion]:
+    """Every question in ``folder`` (default: the built-in set), sorted by id. A sealed file
+    (``heron seal``) is read with the key in the environment variable ``key_env`` (default
+    ``HERON_SEALED_KEY``; :mod:`.sealed`)."""
     folder = builtin_dir() if folder is None else folder
-    questions: dict[str, GoldQuestion] = {}
+    if isinstance(folder, Path) and folder.is_file():
+        from pytest_heron.dataset.sealed import load_sealed
+
+        return load_sealed(folder, key_env=key_env)
+    return from_entries(_read_folder(folder), str(folder))
+
+
+def _read_folder(folder: Traversable | Path) -> list[tuple[str, Any]]:
+    """(path, raw mapping) for every entry of every question file in ``folder``."""
+    entries: list[tuple[str, Any]] = []
     for file in _files(folder):
         path = str(file)
         try:
@@ -313,15 +329,32 @@ def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestio
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise QuestionFileError(path, None, None, f"cannot be read ({reason})") from None
-        for i, raw in enumerate(_entries(doc, path)):
-            q = _parse(raw, path, i)
-            if q.id in questions:
-                raise QuestionFileError(
-                    path, q.id, "id", f"duplicate id; also in {questions[q.id].source}"
-                )
-            questions[q.id] = q
+        entries.extend((path, raw) for raw in _entries(doc, path))
+    return entries
+
+
+def raw_entries(folder: Path) -> list[tuple[str, Any]]:
+    """The raw mappings of a question folder, each with the file it came from, after every
+    question in it has loaded (so a broken folder fails here with the loader's sentence)."""
+    entries = _read_folder(folder)
+    from_entries(entries, str(folder))
+    return entries
+
+
+def from_entries(entries: Iterable[tuple[str, Any]], where: str) -> list[GoldQuestion]:
+    """The questions of (path, raw mapping) entries, checked and sorted by id."""
+    questions: dict[str, GoldQuestion] = {}
+    index: dict[str, int] = {}
+    for path, raw in entries:
+        i = index[path] = index.get(path, -1) + 1
+        q = _parse(raw, path, i)
+        if q.id in questions:
+            raise QuestionFileError(
+                path, q.id, "id", f"duplicate id; also in {questions[q.id].source}"
+            )
+        questions[q.id] = q
     if not questions:
-        raise QuestionFileError(str(folder), None, None, "holds no question files (*.yaml)")
+        raise QuestionFileError(where, None, None, "holds no question files (*.yaml)")
     return [questions[k] for k in sorted(questions)]
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.metrics import mcnemar_exact as mcnemar_exact
     from pytest_heron.scoring.metrics import summary as summary
     from pytest_heron.scoring.outcome import FIELDS as FIELDS
+    from pytest_heron.scoring.outcome import WITHHELD as WITHHELD
     from pytest_heron.scoring.outcome import Outcome as Outcome
     from pytest_heron.scoring.outcome import Sample as Sample
     from pytest_heron.scoring.pricing import load_prices as load_prices
@@ -41,6 +42,7 @@ _DOOR = {
     "FIELDS": "outcome",
     "GRADE_WEIGHTS": "metrics",
     "Outcome": "outcome",
+    "WITHHELD": "outcome",
     "REF_LATENCY_S": "metrics",
     "REF_TOKENS_PER_Q": "metrics",
     "Sample": "outcome",

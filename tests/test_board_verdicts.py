@@ -272,7 +272,9 @@ def test_wrapped_public_gold_counts_as_gold_and_is_not_ranked(
         assert any("are the public gold SQL" in r for r in v.reasons), v.reasons
     assert verdicts["own"].gold_share == 0.0 and verdicts["own"].accepted, verdicts["own"].reasons
     board = json.loads(build_board(out)["leaderboard.json"])
-    assert [(r["name"], r["rank"]) for r in board["rows"]] == [("own", 1)]
+    assert [(r["name"], r["rank"], r["tier"]) for r in board["rows"]] == [
+        ("own", None, "re-executed")  # listed, not ranked: only re-executed (item 4)
+    ]
     assert sorted(r["name"] for r in board["rejected"]) == ["cte", "derived"]
 
 

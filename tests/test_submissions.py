@@ -440,8 +440,9 @@ def test_the_board_shows_accepted_submissions_only_and_is_byte_for_byte_stable(
     rows = board["rows"]
     assert [(r["name"], r["rank"], r["reference"]) for r in rows] == [
         ("gold-reference", None, True),
-        ("honest", 1, False),
+        ("honest", None, False),  # only re-executed: listed, not ranked (issue 41)
     ]
+    assert rows[1]["tier"] == "re-executed"
     assert rows[1]["ex_multistate"] == 100.0 and rows[1]["mcnemar_p"] is None
     assert rows[1]["breakdown"] == "submissions/honest/verdict.json#breakdown"
     assert rows[1]["conditions"]["protocol"] == "heron-test-tiny"
@@ -457,12 +458,12 @@ def test_the_board_shows_accepted_submissions_only_and_is_byte_for_byte_stable(
     assert more["claimed"]["ex_multistate"] == 100.0 and more["reproduced"]["ex_multistate"] == 80.0
     assert (
         "| ref | [gold]" in first["leaderboard.md"]
-        and "| 1 | [honest-tool]" in first["leaderboard.md"]
+        and "| — | re-executed | [honest-tool]" in first["leaderboard.md"]
     )
     table = list(csv.DictReader(io.StringIO(first["leaderboard.csv"])))
     assert [(r["rank"], r["name"], r["mcnemar_p"]) for r in table] == [
         ("", "gold-reference", ""),
-        ("1", "honest", ""),
+        ("", "honest", ""),
     ]
     assert table[1]["approach"] == "the gold SQL, copied" and table[1]["ex_multistate"] == "100.0"
     assert first["leaderboard.svg"].startswith("<svg") and "honest-tool" in first["leaderboard.svg"]

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from pytest_heron.core.errors import ErrorKind
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import Results, results_document
 from pytest_heron.scoring.outcome import Outcome

@@ -15,7 +15,8 @@ from pytest_heron import audit
 from pytest_heron.database.introspect import foreign_keys
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import ensure_state
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion
 
 pytestmark = pytest.mark.audit
 

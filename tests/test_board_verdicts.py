@@ -37,11 +37,13 @@ from pytest_heron.board.submission import (
 )
 from pytest_heron.board.verifier import Verdict, verify, write_verdict
 from pytest_heron.database.server import Server
-from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion, builtin_dir
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.scoring.volatility import server_catalog, volatile_calls
 from pytest_heron.systems.llm.cache import ResponseCache
+from rewrites import own_rewrite
 
 SUBSET = ["q001", "q002", "q003", "q004", "q005"]
 HIDDEN = 43  # not a seed of the protocol below, and already in the test cache
@@ -248,6 +250,35 @@ def test_gold_sql_under_another_name_is_rejected_and_a_renamed_gold_run_is_not_r
     assert all(r["reasons"] for r in board["rejected"])
 
 
+def test_wrapped_public_gold_counts_as_gold_and_is_not_ranked(
+    one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
+) -> None:
+    """On 7d9ee0b the public gold inside a CTE or a derived table had gold share 0 and was
+    ranked first: the share compared normalised text."""
+    questions_dir, protocol, questions = one_question
+    gold = questions[0].gold_sql.strip().rstrip(";")
+    out = tmp_path / "submissions"
+    wrapped = {
+        "cte": f"WITH g AS ({gold}) SELECT * FROM g",
+        "derived": f"SELECT * FROM ({gold}) AS t",
+        "own": own_rewrite(gold),  # right, and not the gold's tree: the control
+    }
+    for name, sql in wrapped.items():
+        _submission(out, name, protocol, questions, tool=name, adapter="raw-llm", sql={"q001": sql})
+    verdicts = {name: _verify(out / name, protocol, questions_dir, server) for name in wrapped}
+    for name in ("cte", "derived"):
+        v = verdicts[name]
+        assert v.reproduced is not None and v.reproduced["ex_multistate"] == 100.0
+        assert v.gold_share == 1.0 and v.gold_equal == ["q001"] and not v.accepted, name
+        assert any("are the public gold SQL" in r for r in v.reasons), v.reasons
+    assert verdicts["own"].gold_share == 0.0 and verdicts["own"].accepted, verdicts["own"].reasons
+    board = json.loads(build_board(out)["leaderboard.json"])
+    assert [(r["name"], r["rank"], r["tier"]) for r in board["rows"]] == [
+        ("own", None, "re-executed")  # listed, not ranked: only re-executed (item 4)
+    ]
+    assert sorted(r["name"] for r in board["rejected"]) == ["cte", "derived"]
+
+
 def test_an_accepted_verdict_of_a_renamed_gold_run_is_still_not_ranked(
     one_question: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
@@ -310,7 +341,7 @@ def test_a_share_below_the_limit_needs_no_replay(
     setup: tuple[Path, Protocol, list[GoldQuestion]], server: Server, tmp_path: Path
 ) -> None:
     questions_dir, protocol, questions = setup
-    own = {q.id: f"SELECT * FROM ({q.gold_sql}) AS mine" for q in questions}
+    own = {q.id: own_rewrite(q.gold_sql) for q in questions}  # right, and not the gold's tree
     own["q001"] = questions[0].gold_sql  # one of five is the gold text: 20 %, at the limit
     folder = _submission(
         tmp_path, "mostly-own", protocol, questions, tool="t", adapter="raw-llm", sql=own

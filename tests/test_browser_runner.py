@@ -29,7 +29,7 @@ from pytest_heron.board.submission import About, write_submission
 from pytest_heron.browser import build_runner
 from pytest_heron.compare import compare, order_keys
 from pytest_heron.database.checksum import table_checksums, total_line
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.document import read_results
 from test_report_render import find_chromium

@@ -15,7 +15,8 @@ from pytest_heron.core.errors import BackendError, SpecError
 from pytest_heron.database.checksum import table_checksums
 from pytest_heron.database.server import Server
 from pytest_heron.database.states import State, ensure_state
-from pytest_heron.dataset.questions import citus_golds, for_layout, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import citus_golds, for_layout
 from pytest_heron.generate import load_bundle
 from pytest_heron.generate.citus import (
     Placement,

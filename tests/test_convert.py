@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_heron.core.errors import ConfigError
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.systems.convert import BIRD_TAIL, from_bird, from_spider
 
 IDS = [f"q{i:03d}" for i in range(1, 8)]

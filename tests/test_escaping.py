@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_heron.board.leaderboard import build_board, write_board
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
 from pytest_heron.core.safe_text import csv_cell, html_text, markdown_cell, one_line, printable
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.results.comparison import compare_runs
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import read_results, results_document, write_results

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from guard_cases import CASES, case_sql, mismatches, python_kind
 from node_js import JsServer
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.sandbox import statement
 from pytest_heron.sandbox.statement import check_with_postgres
 

@@ -14,7 +14,7 @@ from heron_adapters.schema_text import table_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate.spec import load_bundle
 from pytest_heron.systems.retrieval.lexical import STOP_WORDS, LexicalIndex, stem, terms, words
 from pytest_heron.systems.retrieval.rankers import table_docs

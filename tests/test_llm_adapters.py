@@ -22,7 +22,7 @@ from inner import TWO_QUESTIONS
 from pytest_heron.core.errors import AdapterError
 from pytest_heron.core.paths import cache_dir
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.sandbox.execute import execute
 from pytest_heron.systems.agent import MAX_AGENT_CALLS, AgentAdapter, catalogue, tables_referenced

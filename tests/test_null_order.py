@@ -15,7 +15,8 @@ from pytest_heron.audit.nulls import (
     nullable_order_keys,
     schema_nullability,
 )
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion
 
 DDL = """
 CREATE TABLE s.users (id bigint PRIMARY KEY, name text NOT NULL, nick text);

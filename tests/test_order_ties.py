@@ -22,7 +22,7 @@ from pytest_heron import compare
 from pytest_heron.audit.gold import limit_ties
 from pytest_heron.database import StateRef
 from pytest_heron.database.server import Server
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.sandbox import execute, execute_gold
 from pytest_heron.scoring.score import score_sql
 

@@ -30,7 +30,7 @@ from pytest_heron.core.outside import (
     loads_yaml,
     read_json,
 )
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.results.conditions import Conditions
 from pytest_heron.results.document import read_results, results_document, write_results
 from pytest_heron.results.journal import read_journal

@@ -92,7 +92,7 @@ def test_seeding_lines_become_steps_and_the_rest_passes() -> None:
 
 
 def test_the_embedding_ranker_reports_each_batch() -> None:
-    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.dataset import load_questions
     from pytest_heron.scoring.recall import rank_questions
     from pytest_heron.systems.retrieval.rankers import build_ranker, table_docs
 

@@ -10,7 +10,7 @@ import pytest
 from pytest_heron import audit
 from pytest_heron.core.errors import QuestionFileError
 from pytest_heron.core.types import RETRIEVALS, SHAPES
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate import load_bundle
 
 GOOD = """\

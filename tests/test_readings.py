@@ -9,7 +9,7 @@ import pytest
 from pytest_heron.audit.gold import state_problems
 from pytest_heron.audit.static import duplicate_problems, static_problems
 from pytest_heron.database.server import Server
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 
 ISSUE_30 = ("q016", "q024", "q049", "q053", "q062", "q068", "q075", "q089", "q097")
 # issue 42 (q040 was reworded for the NULL-order rule only and records no second reading)

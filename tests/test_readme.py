@@ -58,6 +58,20 @@ RUN = {
 }
 # command -> why this test does not run it (each is parsed: test_every_command_parses)
 NOT_RUN = {
+    "python -m pytest_heron.audit --questions my-split": (
+        "my-split is the reader's private folder; the audit runs on built-in questions in "
+        "test_audit.py"
+    ),
+    "heron seal --keygen > split.key": (
+        "writes a secret key; test_sealed.py runs heron seal --keygen and seals a demo split"
+    ),
+    'export HERON_SEALED_KEY="$(tail -n 1 split.key)"': "the reader's key, made just above",
+    "heron seal my-split --out split.sealed": (
+        "my-split is the reader's private folder; test_sealed.py seals examples/sealed-demo"
+    ),
+    (
+        "pytest --heron-adapter=my_system --heron-questions=split.sealed"
+    ): "my_system is the reader's adapter; test_sealed.py runs gold and a copier on a sealed split",
     (
         "python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/pytest "
         "--heron-adapter=gold -n 2"

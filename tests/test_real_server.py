@@ -34,7 +34,7 @@ import pytest
 
 from pytest_heron.core.paths import cache_dir
 from pytest_heron.core.types import BenchmarkContext, Limits, LLMOptions, Question
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.systems.agent import NOTHING_RAN, AgentAdapter, grammar_step
 from pytest_heron.systems.child import failure

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from pytest_heron.cli import main
 from pytest_heron.core.errors import HeronError
 from pytest_heron.core.types import RETRIEVALS
-from pytest_heron.dataset.questions import GoldQuestion, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion
 from pytest_heron.generate import load_bundle
 from pytest_heron.scoring import recall
 from pytest_heron.systems.retrieval import minilm

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_heron import sandbox
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 
 ACCEPTED = [
     "SELECT 1",

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from pytest_heron.cli import main
 from pytest_heron.core.errors import ResultsFileError
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.generate import load_bundle
 from pytest_heron.results.document import write_results
 from pytest_heron.site import charts, sqltext

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, Request, Route, sync_playwright
 
-from pytest_heron.dataset.questions import load_questions
+from pytest_heron.dataset import load_questions
 from pytest_heron.results.document import write_results
 from pytest_heron.sandbox.execute import execute
 from pytest_heron.site.build import build_site

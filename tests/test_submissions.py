@@ -47,8 +47,10 @@ from pytest_heron.board.submission import (
 )
 from pytest_heron.core.errors import ConfigError
 from pytest_heron.database.server import Server
-from pytest_heron.dataset.questions import builtin_dir, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import builtin_dir
 from pytest_heron.results.document import read_results
+from rewrites import own_rewrite
 
 REPO = Path(__file__).resolve().parents[1]
 HIDDEN = 900001
@@ -151,15 +153,16 @@ def _set_sql(folder: Path, sql: dict[str, str]) -> None:
 
 def _as_system(folder: Path, keep: tuple[str, ...] = ("q001", "q002")) -> Path:
     """Make a gold-adapter submission look like a system's (issue 29): the adapter becomes
-    ``cli`` and the SQL of every question but ``keep`` is the gold query inside a CTE, so the
-    share of predictions equal to the public gold (2 of 10) stays at the protocol's limit."""
+    ``cli`` and the SQL of every question but ``keep`` is the gold query rewritten so that its
+    tree differs (:func:`rewrites.own_rewrite`; a CTE around it would count as the gold), so
+    the share of predictions holding the public gold (2 of 10) stays at the protocol's limit."""
     meta = yaml.safe_load((folder / META).read_text())
     meta["conditions"]["adapter"] = "cli"
     (folder / META).write_text(yaml.safe_dump(meta, sort_keys=False))
 
     def edit(line: dict[str, Any]) -> None:
         if line["id"] not in keep:
-            line["pred_sql"] = f"WITH mine AS ({line['pred_sql']}) SELECT * FROM mine"
+            line["pred_sql"] = own_rewrite(line["pred_sql"])
 
     _edit_predictions(folder, edit)
     _redigest(folder)
@@ -438,8 +441,9 @@ def test_the_board_shows_accepted_submissions_only_and_is_byte_for_byte_stable(
     rows = board["rows"]
     assert [(r["name"], r["rank"], r["reference"]) for r in rows] == [
         ("gold-reference", None, True),
-        ("honest", 1, False),
+        ("honest", None, False),  # only re-executed: listed, not ranked (issue 41)
     ]
+    assert rows[1]["tier"] == "re-executed"
     assert rows[1]["ex_multistate"] == 100.0 and rows[1]["mcnemar_p"] is None
     assert rows[1]["breakdown"] == "submissions/honest/verdict.json#breakdown"
     assert rows[1]["conditions"]["protocol"] == "heron-test-tiny"
@@ -454,13 +458,13 @@ def test_the_board_shows_accepted_submissions_only_and_is_byte_for_byte_stable(
     more = next(r for r in board["rejected"] if r["name"] == "claims-more")
     assert more["claimed"]["ex_multistate"] == 100.0 and more["reproduced"]["ex_multistate"] == 80.0
     assert (
-        "| ref | [gold]" in first["leaderboard.md"]
-        and "| 1 | [honest-tool]" in first["leaderboard.md"]
+        "| ref | re-executed | [gold]" in first["leaderboard.md"]
+        and "| — | re-executed | [honest-tool]" in first["leaderboard.md"]
     )
     table = list(csv.DictReader(io.StringIO(first["leaderboard.csv"])))
     assert [(r["rank"], r["name"], r["mcnemar_p"]) for r in table] == [
         ("", "gold-reference", ""),
-        ("1", "honest", ""),
+        ("", "honest", ""),
     ]
     assert table[1]["approach"] == "the gold SQL, copied" and table[1]["ex_multistate"] == "100.0"
     assert first["leaderboard.svg"].startswith("<svg") and "honest-tool" in first["leaderboard.svg"]

@@ -28,6 +28,7 @@ from pytest_heron.audit.variants import (
 )
 from pytest_heron.core.errors import ConfigError, QuestionFileError
 from pytest_heron.database.server import Server
+from pytest_heron.dataset import load_questions
 from pytest_heron.dataset.params import (
     ParameterError,
     draw_values,
@@ -36,7 +37,7 @@ from pytest_heron.dataset.params import (
     render,
     sql_literal,
 )
-from pytest_heron.dataset.questions import builtin_dir, load_questions
+from pytest_heron.dataset.questions import builtin_dir
 
 pytest_plugins = ["pytester"]
 

@@ -21,8 +21,9 @@ import pytest
 
 from chat_stub import ChatStub, completion
 from pytest_heron.database.server import Server
+from pytest_heron.dataset import load_questions
 from pytest_heron.dataset.params import PLACEHOLDER, Value, render
-from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
+from pytest_heron.dataset.questions import GoldQuestion, builtin_dir
 
 SUBSET = ["q001", "q017", "q038", "q015"]
 HIDDEN = 44  # a state the test cache has; not one of the protocol's seeds

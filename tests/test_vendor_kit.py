@@ -80,7 +80,7 @@ def test_the_stub_answers_gold_four_in_five_and_plays_the_agent_loop() -> None:
     assert content == {"action": "run_sql_query", "sql": "SELECT 4"}
 
     builtin = oracle()  # the built-in set: gold for q004, SELECT 1 for q005
-    from pytest_heron.dataset.questions import load_questions
+    from pytest_heron.dataset import load_questions
 
     texts = {q.id: q for q in load_questions(None)}
     for qid, expected in (("q004", texts["q004"].gold_sql.strip()), ("q005", "SELECT 1")):

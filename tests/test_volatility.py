@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from pytest_heron import sandbox
 from pytest_heron.board.checks import Entry
 from pytest_heron.database.states import reader_role
-from pytest_heron.dataset.questions import GoldQuestion, builtin_dir, load_questions
+from pytest_heron.dataset import load_questions
+from pytest_heron.dataset.questions import GoldQuestion, builtin_dir
 from pytest_heron.options import Settings
 from pytest_heron.run.kit import Kit, Scorer
 from pytest_heron.sandbox import per_session

@@ -78,8 +78,16 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "heron-questions",
         None,
-        "a folder of question files replacing the built-in set (default: built-in)",
+        "a folder of question files, or a sealed file (heron seal), replacing the built-in "
+        "set (default: built-in)",
         "PATH",
+    ),
+    Option(
+        "heron-sealed-key-env",
+        "HERON_SEALED_KEY",
+        "the environment variable holding a sealed question set's age key (default: "
+        "HERON_SEALED_KEY)",
+        "NAME",
     ),
     Option("heron-output", None, "write the results file (JSON) here (default: none)", "PATH"),
     Option(
@@ -292,6 +300,7 @@ class Settings:
     compare: str | None = None  # None: off; "": the newest saved run
     compare_fail: tuple[tuple[str, float], ...] = ()
     variants: tuple[int, int] | None = None  # (variant seed, variants per question)
+    sealed_key_env: str = "HERON_SEALED_KEY"  # where a sealed question set's key is read
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -407,6 +416,10 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         from pytest_heron.audit import parse_spec
 
         variants = parse_spec(str(raw["heron-variants"]))
+        from pytest_heron.dataset import is_sealed
+
+        if questions and is_sealed(Path(questions)):  # a variant would show its parent
+            raise ConfigError("--heron-variants draws from public questions, not a sealed set")
     if raw["heron-adapter"] == "cli" and not raw["heron-cli-cmd"]:
         raise ConfigError(
             "--heron-adapter=cli needs the command to run: add --heron-cli-cmd='mytool --json' "
@@ -465,6 +478,7 @@ def resolve(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Se
         compare=compare,
         compare_fail=compare_fail,
         variants=variants,
+        sealed_key_env=str(raw["heron-sealed-key-env"] or "HERON_SEALED_KEY"),
     )
 
 

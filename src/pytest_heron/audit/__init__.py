@@ -42,6 +42,8 @@ from pytest_heron.core.door import opener
 # (tests/test_layers.py holds every other stage to these names).
 if TYPE_CHECKING:
     from pytest_heron.audit.gold import run_gold as run_gold
+    from pytest_heron.audit.seal import add_seal_parser as add_seal_parser
+    from pytest_heron.audit.seal import seal_folder as seal_folder
     from pytest_heron.audit.variants import draw_variants as draw_variants
     from pytest_heron.audit.variants import from_payload as from_payload
     from pytest_heron.audit.variants import json_lines as json_lines
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
     from pytest_heron.audit.variants import variant_ids as variant_ids
 
 _DOOR = {
+    "add_seal_parser": "seal",
+    "seal_folder": "seal",
     "draw_variants": "variants",
     "from_payload": "variants",
     "json_lines": "variants",

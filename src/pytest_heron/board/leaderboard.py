@@ -5,8 +5,10 @@ made for the folder's current content (its digest) becomes a row; rejected ones 
 their reasons and EX-family figures, never dropped; a folder without a valid verdict is listed as
 unverified. Whether a row is the reference or ranked is decided again here from the adapter the
 run recorded (:mod:`.standing`), never from the ``tool`` it calls itself, so an accepted verdict
-of a run that no system produced is listed as rejected with the reason. Every figure on the
-board is the verifier's reproduced one, never the claimed one.
+of a run that no system produced is listed as rejected with the reason. Every row names how
+it was checked (:mod:`.tiers`); only rows re-run on unseen questions are ranked, the others are
+listed beneath them, unranked. Every figure on the board is the verifier's reproduced one,
+never the claimed one.
 The output is a pure function of the submission folders: same folders, same bytes.
 """
 
@@ -22,6 +24,7 @@ from urllib.parse import quote
 
 from pytest_heron.board.standing import EX_FAMILY_KEYS, REFERENCE, standing
 from pytest_heron.board.submission import DIGEST, VERDICT, content_names, folder_digest
+from pytest_heron.board.tiers import REEXECUTED, REPLAYED, RERUN, ranked_tier, tier
 from pytest_heron.board.verifier import read_verdict
 from pytest_heron.core.errors import HeronError, ResultsFileError
 from pytest_heron.core.safe_text import csv_cell, html_text, markdown_cell, one_line
@@ -31,6 +34,7 @@ BOARD_FORMAT = 1
 FILES = ("leaderboard.json", "leaderboard.csv", "leaderboard.md", "leaderboard.svg")
 COLUMNS = (
     ("rank", "rank"),
+    ("tier", "checked by"),
     ("tool", "tool"),
     ("tool_version", "version"),
     ("approach", "approach"),
@@ -133,6 +137,7 @@ def _row(verdict: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return {
         "rank": None,
         "reference": standing(_adapter(verdict), meta.get("tool")).kind == REFERENCE,
+        "tier": tier(verdict),
         "name": verdict["submission"],
         "tool": meta.get("tool"),
         "tool_version": meta.get("tool_version"),
@@ -160,8 +165,10 @@ def _row(verdict: Mapping[str, Any], prefix: str) -> dict[str, Any]:
 
 
 def rank_rows(verdicts: Sequence[Mapping[str, Any]], prefix: str) -> list[dict[str, Any]]:
-    """Rows in board order: the reference row(s) first (not ranked), then by multi-state EX,
-    Grade and name; each ranked row's McNemar p is against the ranked row above it."""
+    """Rows in board order: the reference row(s) first (not ranked), then the rows re-run on
+    unseen questions, ranked by multi-state EX, Grade and name (each one's McNemar p is against
+    the ranked row above it), then every other row, unranked, in the same order
+    (:mod:`.tiers`)."""
     rows = [_row(v, prefix) for v in verdicts]
     tokens = [float(r["tokens_per_q"]) for r in rows if r["tokens_per_q"]]
     latencies = [
@@ -178,7 +185,9 @@ def rank_rows(verdicts: Sequence[Mapping[str, Any]], prefix: str) -> list[dict[s
         return (-(r["ex_multistate"] or 0.0), -(r["grade"] or 0.0), r["name"])
 
     reference = sorted((r for r in rows if r["reference"]), key=key)
-    ranked = sorted((r for r in rows if not r["reference"]), key=key)
+    others = [r for r in rows if not r["reference"]]
+    ranked = sorted((r for r in others if ranked_tier(r["tier"])), key=key)
+    unranked = sorted((r for r in others if not ranked_tier(r["tier"])), key=key)
     for i, r in enumerate(ranked):
         r["rank"] = i + 1
         if i:
@@ -189,7 +198,7 @@ def rank_rows(verdicts: Sequence[Mapping[str, Any]], prefix: str) -> list[dict[s
             losses = sum(bool(above[q]) and not mine[q] for q in common)
             r["mcnemar_p"] = round(mcnemar_exact(wins, losses), 6)
     out = []
-    for r in [*reference, *ranked]:
+    for r in [*reference, *ranked, *unranked]:
         out.append({k: v for k, v in r.items() if not k.startswith("_")})
     return out
 
@@ -256,7 +265,7 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 def _cell(row: Mapping[str, Any], key: str) -> str:
     if key == "rank":
-        return "ref" if row["reference"] else str(row["rank"])
+        return "ref" if row["reference"] else "—" if row["rank"] is None else str(row["rank"])
     if key == "mcnemar_p":
         return _fmt(row[key], 3)
     if key == "cost_usd":
@@ -279,7 +288,7 @@ def _markdown(rows: Sequence[Mapping[str, Any]], rejected: Sequence[Mapping[str,
     ]
     for r in rows:
         cells = [markdown_cell(_cell(r, key)) for key, _ in COLUMNS]
-        cells[1] = f"[{cells[1]}](../{_link(r['breakdown'])})"
+        cells[2] = f"[{cells[2]}](../{_link(r['breakdown'])})"
         lines.append("| " + " | ".join(cells) + " |")
     if not rows:
         lines.append("| " + " | ".join(["—"] * len(COLUMNS)) + " |")
@@ -287,6 +296,11 @@ def _markdown(rows: Sequence[Mapping[str, Any]], rejected: Sequence[Mapping[str,
         "",
         "`ref`: the harness's gold adapter, the reference row (not ranked). Figures are the "
         "verifier's, reproduced from the submitted SQL; tokens and cost are as reported.",
+        "",
+        f"`checked by`: only rows {RERUN} (the verifier ran the system on a sealed split or on "
+        f"variants drawn at verification time) are ranked; rows {REPLAYED} (the shipped "
+        f"transcript gave back the SQL) or only {REEXECUTED} (the SQL was run again) are "
+        "listed beneath them, unranked (`—`).",
         "",
         f"Rejected submissions: {len(rejected)} (see `rejected` in leaderboard.json).",
         "",

@@ -10,7 +10,8 @@ the ``tool`` the submitter wrote in ``submission.yaml``:
 - any other adapter is a system: ranked when its figures reproduce.
 
 The public gold SQL ships with the package, so the verifier also measures how many predictions
-*are* that SQL (:func:`gold_share`, after :func:`normalise_sql`). Pure functions, no I/O.
+*are*, wrap or contain that SQL (:func:`gold_share`, compared on the parse tree by
+:mod:`.gold_prints`). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -94,15 +95,27 @@ def normalise_sql(sql: str | None) -> str:
 
 
 def gold_equal(predictions: Mapping[str, str | None], gold: Mapping[str, str]) -> list[str]:
-    """The question ids (sorted) whose predicted SQL is the gold SQL once normalised.
+    """The question ids (sorted) whose predicted SQL holds the gold SQL: has its fingerprint,
+    wraps it or contains it (:func:`pytest_heron.board.gold_prints.holds_gold`), or, for a gold
+    pglast cannot read, is its text once normalised.
 
-    >>> gold_equal({"q1": "select 1", "q2": "SELECT 2"}, {"q1": "SELECT 1", "q2": "SELECT 3"})
-    ['q1']
+    >>> gold_equal(
+    ...     {"q1": "select a from t", "q2": "WITH g AS (SELECT b FROM u) SELECT * FROM g"},
+    ...     {"q1": "SELECT a FROM t", "q2": "SELECT b FROM u"},
+    ... )
+    ['q1', 'q2']
+    >>> gold_equal({"q1": "SELECT a FROM t"}, {"q1": "SELECT b FROM t"})
+    []
     """
+    from pytest_heron.board.gold_prints import gold_print, holds_gold
+
+    def holds(sql: str, reference: str) -> bool:
+        if gold_print(reference) is None:
+            return normalise_sql(sql) == normalise_sql(reference)
+        return holds_gold(sql, reference)
+
     return sorted(
-        qid
-        for qid, sql in predictions.items()
-        if sql and qid in gold and normalise_sql(sql) == normalise_sql(gold[qid])
+        qid for qid, sql in predictions.items() if sql and qid in gold and holds(sql, gold[qid])
     )
 
 

@@ -198,7 +198,8 @@ def reproduce(
         if gold_steps is not None:
             gold_steps.advance(detail=q.id)
         if not gold.correct:
-            broken.append(f"{q.id}: {gold.error or gold.reason}"[:200])
+            why = "details withheld: sealed question" if q.sealed else gold.error or gold.reason
+            broken.append(f"{q.id}: {why}"[:200])
     if broken:
         raise HeronError(
             f"gold does not score 100 % on the verifier's states ({len(broken)} question(s): "
@@ -410,7 +411,8 @@ def _verify(
     ):
         reasons.append(
             f"{len(verdict.gold_equal)} of {len(first_sql)} predictions ({share:.0%}) are the "
-            f"public gold SQL (normalised), above the protocol's max_gold_share_unreplayed "
+            f"public gold SQL (by its parse tree's fingerprint, wrapped or not), above the "
+            f"protocol's max_gold_share_unreplayed "
             f"({limit:.0%}); such a row is ranked only when the offline replay of its shipped "
             f"model transcript confirms every answer (replay {verdict.replay.status}: "
             f"{verdict.replay.detail})"[:800]

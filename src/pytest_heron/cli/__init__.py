@@ -1,6 +1,6 @@
 """The heron command: seed, ddl, checksum, dsn (:mod:`.states`, the commands on database
 states), compare, runs, convert, recall, submit, verify-submission, leaderboard, site, runner,
-variants and stub-llm."""
+variants, stub-llm and seal."""
 
 from __future__ import annotations
 
@@ -178,7 +178,9 @@ def _verify(args: argparse.Namespace) -> int:
     verdict = verify(
         folder,
         protocol,
-        load_questions(Path(args.questions) if args.questions else None),
+        load_questions(
+            Path(args.questions) if args.questions else None, key_env=args.sealed_key_env
+        ),
         hidden_seed=args.hidden_seed,
         backend=args.backend,
         dsn=args.dsn,
@@ -435,7 +437,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not replay a shipped LLM cache with the installed adapter (tokens and cost then "
         "stay 'as reported')",
     )
+    ver.add_argument("--sealed-key-env", help="with a sealed --questions: the key's variable")
     ver.set_defaults(func=_verify)
+    from pytest_heron.audit import add_seal_parser
+
+    add_seal_parser(sub)
 
     board = sub.add_parser("leaderboard", help="the board from accepted submissions")
     board.add_argument("submissions", help="the folder of submission folders")

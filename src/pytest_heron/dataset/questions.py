@@ -81,6 +81,9 @@ class GoldQuestion:
     # whether the variants are empty probes too (the file's ``variants_empty_probe``, default
     # ``empty_probe``): an empty probe whose only constant cannot vary while staying empty
     variants_empty_probe: bool = False
+    # read from a sealed file (dataset/sealed.py): its English goes to the adapter and nowhere
+    # else, its gold SQL and rows never leave the harness's memory (docs/sealed.md)
+    sealed: bool = False
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -133,7 +136,7 @@ def _first_alias(root: Any) -> Any:
     return None
 
 
-class _StrictLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
+class StrictLoader(_SAFE_LOADER):  # type: ignore[misc,valid-type]
     """YAML's safe loader without aliases and without duplicate keys."""
 
     def get_single_node(self) -> Any:
@@ -275,7 +278,7 @@ def _parse(raw: Any, path: str, index: int) -> GoldQuestion:
     )
 
 
-def _entries(doc: Any, path: str) -> Iterable[Any]:
+def entries_of(doc: Any, path: str) -> Iterable[Any]:
     if isinstance(doc, dict) and "questions" in doc and "id" not in doc:
         doc = doc["questions"]
     if isinstance(doc, dict):
@@ -290,10 +293,16 @@ def _entries(doc: Any, path: str) -> Iterable[Any]:
     )
 
 
-def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestion]:
-    """Every question in ``folder`` (default: the built-in set), sorted by id."""
+def load_folder(folder: Traversable | Path | None = None) -> list[GoldQuestion]:
+    """Every question in the question folder ``folder`` (default: the built-in set), sorted by
+    id. :func:`pytest_heron.dataset.sealed.load_questions` also reads a sealed file."""
     folder = builtin_dir() if folder is None else folder
-    questions: dict[str, GoldQuestion] = {}
+    return from_entries(_read_folder(folder), str(folder))
+
+
+def _read_folder(folder: Traversable | Path) -> list[tuple[str, Any]]:
+    """(path, raw mapping) for every entry of every question file in ``folder``."""
+    entries: list[tuple[str, Any]] = []
     for file in _files(folder):
         path = str(file)
         try:
@@ -301,7 +310,7 @@ def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestio
             if len(data) > MAX_FILE_BYTES:
                 too_big = f"is larger than {MAX_FILE_BYTES:,} bytes"
                 raise QuestionFileError(path, None, None, too_big)
-            doc = yaml.load(data.decode("utf-8"), Loader=_StrictLoader)  # a SafeLoader
+            doc = yaml.load(data.decode("utf-8"), Loader=StrictLoader)  # a SafeLoader
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -313,15 +322,32 @@ def load_questions(folder: Traversable | Path | None = None) -> list[GoldQuestio
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise QuestionFileError(path, None, None, f"cannot be read ({reason})") from None
-        for i, raw in enumerate(_entries(doc, path)):
-            q = _parse(raw, path, i)
-            if q.id in questions:
-                raise QuestionFileError(
-                    path, q.id, "id", f"duplicate id; also in {questions[q.id].source}"
-                )
-            questions[q.id] = q
+        entries.extend((path, raw) for raw in entries_of(doc, path))
+    return entries
+
+
+def raw_entries(folder: Path) -> list[tuple[str, Any]]:
+    """The raw mappings of a question folder, each with the file it came from, after every
+    question in it has loaded (so a broken folder fails here with the loader's sentence)."""
+    entries = _read_folder(folder)
+    from_entries(entries, str(folder))
+    return entries
+
+
+def from_entries(entries: Iterable[tuple[str, Any]], where: str) -> list[GoldQuestion]:
+    """The questions of (path, raw mapping) entries, checked and sorted by id."""
+    questions: dict[str, GoldQuestion] = {}
+    index: dict[str, int] = {}
+    for path, raw in entries:
+        i = index[path] = index.get(path, -1) + 1
+        q = _parse(raw, path, i)
+        if q.id in questions:
+            raise QuestionFileError(
+                path, q.id, "id", f"duplicate id; also in {questions[q.id].source}"
+            )
+        questions[q.id] = q
     if not questions:
-        raise QuestionFileError(str(folder), None, None, "holds no question files (*.yaml)")
+        raise QuestionFileError(where, None, None, "holds no question files (*.yaml)")
     return [questions[k] for k in sorted(questions)]
 
 

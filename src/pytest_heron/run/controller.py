@@ -63,6 +63,7 @@ from pytest_heron.results import (
 )
 from pytest_heron.sandbox import release_adapters
 from pytest_heron.scoring import (
+    WITHHELD,
     Outcome,
     load_prices,
     price_for,
@@ -107,7 +108,7 @@ class HeronRun:
         self.settings = settings
         self.hook = hook
         self.rootdir = (rootdir or Path.cwd()).absolute()
-        loaded = load_questions(settings.questions)
+        loaded = load_questions(settings.questions, key_env=settings.sealed_key_env)
         if settings.questions is None:  # the built-in set has Citus-valid golds where needed
             loaded = for_layout(loaded, settings.layout)
         self.questions: dict[str, GoldQuestion] = {q.id: q for q in loaded}
@@ -303,6 +304,7 @@ class HeronRun:
                         conn.execute("EXPLAIN " + q.gold_sql.strip().rstrip(";"))
                     except psycopg.Error as exc:
                         first = (exc.diag.message_primary or str(exc)).strip()[:200]
+                        first = WITHHELD if q.sealed else first
                         found.append(f"{q.id} on seed {state.seed}: {first}")
             return found
 
@@ -487,6 +489,7 @@ class HeronRun:
         q = self.questions.get(qid)
         if q is None or qid in self.outcomes:
             return
+        message = f"no outcome was reported ({WITHHELD})" if q.sealed else message
         self.record(Outcome.blank(q).failed(ErrorKind.INFRA_CRASH, message[-2000:]))
 
     def header(self) -> str:
@@ -529,7 +532,8 @@ class HeronRun:
         if self.settings.report is not None:
             from pytest_heron.site import write_report
 
-            write_report(self.settings.report, self.results, list(self.questions.values()))
+            shown = [q for q in self.questions.values() if not q.sealed]  # sealed: ids only
+            write_report(self.settings.report, self.results, shown)
         self._save_and_compare(self.results)
         return self.results
 

@@ -44,7 +44,16 @@ class HeronItem(pytest.Item):
             self.add_marker(marker)
 
     def runtest(self) -> None:
-        self.outcome = self.run.answer(self.question)
+        if self.question.sealed:
+            try:  # nothing of a sealed question reaches a traceback: the cause is withheld
+                self.outcome = self.run.answer(self.question).withheld()
+            except Exception as exc:
+                raise QuestionFailed(
+                    f"{self.question.id}: {ErrorKind.INFRA_CRASH}: {type(exc).__name__} "
+                    "(details withheld: sealed question)"
+                ) from None
+        else:
+            self.outcome = self.run.answer(self.question)
         if self.outcome.correct:
             return
         if self.run.task == "retrieval" and self.outcome.error_kind is None:
@@ -66,7 +75,9 @@ class HeronItem(pytest.Item):
 def failure_message(q: GoldQuestion, out: Outcome) -> str:
     """The whole failure report: the question, the predicted SQL, the error, the difference.
     What the system under test wrote is shown with its control characters escaped."""
-    lines = [f"{q.id}: {q.question}"]
+    if q.sealed:  # its English and anything derived from its gold stay in the harness
+        out = out.withheld()
+    lines = [f"{q.id}: {'(a sealed question)' if q.sealed else q.question}"]
     if out.pred_sql:
         lines.append("predicted SQL:")
         lines.extend("    " + line for line in printable(out.pred_sql).splitlines())

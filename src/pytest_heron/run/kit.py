@@ -83,7 +83,9 @@ class Kit:
         progress: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
-        self.gold: dict[str, GoldQuestion] = {q.id: q for q in load_questions(settings.questions)}
+        self.gold: dict[str, GoldQuestion] = {
+            q.id: q for q in load_questions(settings.questions, key_env=settings.sealed_key_env)
+        }
         self._states = list(states or [])
         self._server: Any = None
         self._progress = progress
@@ -122,13 +124,14 @@ class Kit:
         q = self.gold.get(qid)
         if q is None:
             raise HeronError(f"heron_score: no question {qid!r} in the question set")
-        return score_question(
+        out = score_question(
             _FixedSql(sql),
             q,
             self.states(),
             adapter_timeout=self.settings.timeout,
             statement_timeout=self.settings.statement_timeout,
         )
+        return out.withheld() if q.sealed else out
 
     def explain(self, outcome: Outcome) -> str:
         """The failure message the benchmark prints for ``outcome`` (question, SQL, the

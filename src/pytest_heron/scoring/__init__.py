@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pytest_heron.scoring.metrics import mcnemar_exact as mcnemar_exact
     from pytest_heron.scoring.metrics import summary as summary
     from pytest_heron.scoring.outcome import FIELDS as FIELDS
+    from pytest_heron.scoring.outcome import WITHHELD as WITHHELD
     from pytest_heron.scoring.outcome import Outcome as Outcome
     from pytest_heron.scoring.outcome import Sample as Sample
     from pytest_heron.scoring.pricing import load_prices as load_prices
@@ -54,6 +55,7 @@ _DOOR = {
     "REF_LATENCY_S": "grading",
     "RUN_KS": "context",
     "REF_TOKENS_PER_Q": "grading",
+    "WITHHELD": "outcome",
     "Sample": "outcome",
     "Summary": "metrics",
     "TIME_RUNS": "score",

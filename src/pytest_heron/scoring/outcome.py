@@ -22,6 +22,8 @@ from pytest_heron.core.errors import ErrorKind, ResultsFileError
 from pytest_heron.core.records import JSON, RecordReader
 from pytest_heron.dataset import GoldQuestion
 
+WITHHELD = "details withheld: sealed question"
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -106,6 +108,24 @@ class Outcome:
         values.setdefault("correct_set", False)
         values.setdefault("correct_set_by_state", dict(self.correct_set_by_state or {}))
         return dataclasses.replace(self, correct=False, error_kind=kind, error=message, **values)
+
+    def withheld(self) -> Outcome:
+        """This outcome as a sealed question may show it (docs/sealed.md): the verdicts, error
+        kinds, usage, timings and scores stay; every text that could carry the question, its
+        gold SQL, its gold rows or the system's reading of them (the predicted SQL, the error
+        and comparator texts, the tables in context, the gold tables) is dropped."""
+        note = None if self.error_kind is None else f"{self.error_kind} ({WITHHELD})"
+        return dataclasses.replace(
+            self,
+            error=note,
+            pred_sql=None,
+            tables_in_context=None,
+            reason=None if self.reason is None else WITHHELD,
+            gold_tables=(),
+            samples=None
+            if self.samples is None
+            else tuple(dataclasses.replace(s, pred_sql=None) for s in self.samples),
+        )
 
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {}

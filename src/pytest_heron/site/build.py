@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pytest_heron.core.errors import ResultsFileError
+from pytest_heron.core.errors import ConfigError, ResultsFileError
 from pytest_heron.core.safe_text import printable
-from pytest_heron.dataset import GoldQuestion, load_questions
+from pytest_heron.dataset import GoldQuestion, is_sealed, load_questions
 from pytest_heron.results import Results, write_atomic
 from pytest_heron.site.gold import GoldRows
 from pytest_heron.site.inputs import Run, read_board, read_runs, slug_for
@@ -63,6 +63,8 @@ def build_site(
     ``out/runner/`` and a navigation entry to it."""
     the_board = None if board is None else read_board(board)
     the_runs = tuple(read_runs(runs))
+    if questions is not None and is_sealed(questions):  # docs/sealed.md: never on a site
+        raise ConfigError(f"{questions}: a sealed question set is never shown on a site")
     qs = load_questions(questions)
     check_question_ids(the_runs, qs)
     data = SiteInput(

@@ -62,6 +62,7 @@ class BoardRow:
     errors: int | None
     mcnemar_p: float | None
     correct: dict[str, bool] | None  # per question, multi-state; None: its verdict was not found
+    tier: str | None = None  # how the row was checked (board/tiers.py); None: a board before it
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,7 @@ def read_board(folder: Path) -> Board:
                 errors=None if errors is None else r.integer("errors"),
                 mcnemar_p=r.opt_number("mcnemar_p"),
                 correct=_verdict_correct(folder, r.opt_text("breakdown"), r.where),
+                tier=r.opt_text("tier"),
             )
         )
     rejected = []

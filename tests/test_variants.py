@@ -24,6 +24,7 @@ from pytest_heron.audit.variants import (
     draw_variants,
     json_lines,
     parse_spec,
+    variant_id,
     variant_ids,
 )
 from pytest_heron.core.errors import ConfigError, QuestionFileError
@@ -82,7 +83,7 @@ def test_draws_are_pinned_and_independent_of_the_python_hash_seed() -> None:
     assert [pick(7, "q001", d, "tenant", 25) for d in range(5)] == [11, 21, 13, 7, 8]
     params = parse_parameters({"tenant": {"kind": "tenant", "default": 1, "range": [1, 25]}})
     first = draw_values(params, 7, "q001", 0, {"tenant": params[0].values})
-    assert first == {"tenant": 12}  # as `heron variants --seed 7` prints for q001_v7_0
+    assert first == {"tenant": 12}  # as `heron variants --seed 7` prints for q001's first
 
 
 @pytest.mark.parametrize(
@@ -210,9 +211,11 @@ def test_every_builtin_question_has_parameters() -> None:
 
 def test_variant_ids_and_spec() -> None:
     qs = [q for q in load_questions() if q.id in ("q001", "q010")]
-    assert variant_ids(qs, 7, 2) == ["q001_v7_0", "q001_v7_1", "q010_v7_0", "q010_v7_1"]
+    ids = variant_ids(qs, 7, 2)
+    assert ids == sorted(variant_id(p, 7, k) for p in ("q001", "q010") for k in (0, 1))
+    assert ids[0] == "v634452523d" and all("q0" not in i for i in ids)  # pinned: published
     bare = dataclasses.replace(qs[0], parameters=())
-    assert variant_ids([bare, qs[1]], 7, 1) == ["q010_v7_0"]  # no parameters, no variants
+    assert variant_ids([bare, qs[1]], 7, 1) == [variant_id("q010", 7, 0)]  # no parameters
     assert all(ID.fullmatch(i) for i in variant_ids(qs, 123, 3))
     assert parse_spec("7") == (7, 1) and parse_spec("7:3") == (7, 3)
     for bad in ("x", "7:0", "-1", "7:101", "7:3:1"):
@@ -254,7 +257,8 @@ def test_sample_variants_pass_the_audit_and_differ_from_their_parents(
         assert state_problems(q, dsns, runs) == {}
         for run, d in zip(runs, dsns, strict=True):
             assert not compare.compare(run.rows, run_gold(d, parent.gold_sql).rows).equal
-    for a, b in zip(variants[::2], variants[1::2], strict=True):
+    for parent in SAMPLE:  # listed in id order: the two of a parent are found by parent
+        a, b = [v for v in variants if v.question.parent == parent]
         assert a.question.question != b.question.question
     derived = [v for v in variants if v.question.parent == "q038"]
     with psycopg.connect(dsns[0]) as conn:  # the derived name is the drawn tenant's name
@@ -278,7 +282,7 @@ def test_the_same_seed_draws_the_same_bytes(
     assert json_lines(other) != json_lines(first)
     for line in json_lines(first).splitlines():
         doc = json.loads(line)
-        assert doc["id"] == f"{doc['parent']}_v7_{doc['index']}"
+        assert doc["id"] == variant_id(doc["parent"], 7, doc["index"])
 
 
 def test_a_draw_that_fails_the_audit_is_redrawn(tmp_path: Path, dsns: list[str]) -> None:
@@ -315,7 +319,9 @@ def test_the_former_exceptions_get_three_audited_variants(
 ) -> None:
     variants, short = former
     assert short == {}
-    assert [v.question.id for v in variants] == [f"{q}_v7_{k}" for q in FORMER for k in range(3)]
+    assert [v.question.id for v in variants] == sorted(
+        variant_id(q, 7, k) for q in FORMER for k in range(3)
+    )
     parents = {q.id: q for q in load_questions()}
     for v in variants:
         q = v.question
@@ -392,10 +398,11 @@ def test_gold_scores_100_on_variants_and_pasted_public_gold_fails(
     doc = json.loads((pytester.path / "gold.json").read_text())
     assert doc["conditions"]["variants"] == {"seed": 11, "count": 2}
     ids = sorted(q["id"] for q in doc["questions"])
-    assert ids == sorted(f"{q}_v11_{k}" for q in RUN for k in (0, 1))
+    assert ids == sorted(variant_id(q, 11, k) for q in RUN for k in (0, 1))
     assert doc["metrics"]["ex_multistate"] == 100.0
     public = {q.id: q.gold_sql for q in load_questions(folder)}
-    lines = [json.dumps({"id": i, "sql": public[i.split("_v")[0]]}) for i in ids]
+    parent_of = {variant_id(q, 11, k): q for q in RUN for k in (0, 1)}  # the id names none
+    lines = [json.dumps({"id": i, "sql": public[parent_of[i]]}) for i in ids]
     (pytester.path / "pasted.jsonl").write_text("\n".join(lines) + "\n")
     res = pytester.runpytest_subprocess(
         "--heron-adapter=file",

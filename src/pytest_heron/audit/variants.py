@@ -1,10 +1,12 @@
 """Question variants: never-published instances of parameterised questions, drawn from a seed.
 
-For each parameterised question, variant ``k`` (``0 <= k < count``) at seed ``S`` is named
-``<parent>_v<S>_<k>``. Draws ``0, 1, 2, ...`` of the parameters (:mod:`.params`) are tried in
-turn; a draw becomes the next variant only when it passes every check below, so a variant is
-never published broken and the same seed, count, question set and states give the same variants
-on every machine:
+For each parameterised question, variant ``k`` (``0 <= k < count``) at seed ``S`` has an id
+that does not name its parent (:func:`variant_id`: ``v`` and ten hex digits of BLAKE2b over
+the seed, the parent and ``k``), and variants are listed in id order, so neither the id nor the
+place in the run says which question a variant comes from. Draws ``0, 1, 2, ...`` of the
+parameters (:mod:`.params`) are tried in turn; a draw becomes the next variant only when it
+passes every check below, so a variant is never published broken and the same seed, count,
+question set and states give the same variants on every machine:
 
 - the static audit (gold parses, reads exactly ``gold_tables``, no volatile function, ordered
   LIMIT, order keys in the output);
@@ -30,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import hashlib
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -84,12 +87,27 @@ def parse_spec(raw: str) -> tuple[int, int]:
 
 
 def variant_id(parent: str, seed: int, index: int) -> str:
-    return f"{parent}_v{seed}_{index}"
+    """Variant ``index`` of ``parent`` at ``seed``: ``v`` and 10 hex digits of BLAKE2b over the
+    three, so the id does not name the parent (the same on every machine, for resumed journals
+    and predictions files keyed by it). Whoever knows the seed can still recompute it, and the
+    English is the parent's template: docs/variants.md says what variants cannot show.
+
+    >>> variant_id("q017", 7, 2) == variant_id("q017", 7, 2) != variant_id("q017", 7, 1)
+    True
+    >>> vid = variant_id("q017", 7, 2)
+    >>> len(vid), vid.startswith("v"), "q017" in vid
+    (11, True, False)
+    """
+    key = f"heron-variant-id\x1f{seed}\x1f{parent}\x1f{index}".encode()
+    return "v" + hashlib.blake2b(key, digest_size=5).hexdigest()
 
 
 def variant_ids(questions: Sequence[GoldQuestion], seed: int, count: int) -> list[str]:
-    """The ids a run on variants asks (known before any state exists)."""
-    return [variant_id(q.id, seed, k) for q in questions if q.parameters for k in range(count)]
+    """The ids a run on variants asks (known before any state exists), sorted."""
+    ids = sorted(variant_id(q.id, seed, k) for q in questions if q.parameters for k in range(count))
+    if len(set(ids)) != len(ids):  # 40 bits: never seen, but a clash must not merge two
+        raise ConfigError(f"--heron-variants={seed}:{count}: two variant ids collide")
+    return ids
 
 
 def instantiate(q: GoldQuestion, values: Mapping[str, Value], vid: str) -> GoldQuestion:
@@ -241,8 +259,8 @@ def draw_variants(
     dsns: Sequence[str],
     progress: Callable[[str], None] | None = None,
 ) -> tuple[list[Variant], dict[str, str]]:
-    """Every parameterised question's variants at ``seed`` (in question order), and the
-    questions that got fewer than ``count``, with the reason."""
+    """Every parameterised question's variants at ``seed`` (in id order: not the questions'),
+    and the questions that got fewer than ``count``, with the reason."""
     out: list[Variant] = []
     short: dict[str, str] = {}
     for q in questions:
@@ -254,7 +272,7 @@ def draw_variants(
             short[q.id] = why
             if progress is not None:
                 progress(f"{q.id}: {why}")
-    return out, short
+    return sorted(out, key=lambda v: v.question.id), short
 
 
 def json_lines(variants: Sequence[Variant]) -> str:

@@ -429,7 +429,8 @@ def test_gold_scores_100_on_variants_and_pasted_public_gold_fails(
     said = [line for line in res.stderr.str().splitlines() if line.strip()]
     assert len(said) == 1 and "key by variant id" in said[0], said
     shown = said[0].replace(str(pytester.path), "")  # the folder's length is the machine's
-    assert f"{sorted(public)[0]}_v11_0" in said[0] and len(shown) < 400
+    first = sorted(public)[0]
+    assert f"{variant_id(first, 11, 0)!r} for {first!r}" in said[0] and len(shown) < 400
 
 
 @given(

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from pytest_heron.audit.variants import from_payload as from_payload
     from pytest_heron.audit.variants import json_lines as json_lines
     from pytest_heron.audit.variants import parse_spec as parse_spec
+    from pytest_heron.audit.variants import variant_id as variant_id
     from pytest_heron.audit.variants import variant_ids as variant_ids
 
 _DOOR = {
@@ -58,6 +59,7 @@ _DOOR = {
     "json_lines": "variants",
     "parse_spec": "variants",
     "run_gold": "gold",
+    "variant_id": "variants",
     "variant_ids": "variants",
 }
 __getattr__ = opener(globals(), _DOOR)

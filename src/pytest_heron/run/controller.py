@@ -137,11 +137,14 @@ class HeronRun:
         self.system: System
         if name == "file":
             ids: Collection[str] = self.questions
+            parents: dict[str, str] = {}  # a public id -> the run's first variant of it
             if settings.variants is not None:
-                from pytest_heron.audit import variant_ids
+                from pytest_heron.audit import variant_id, variant_ids
 
                 ids = variant_ids(list(self.questions.values()), *settings.variants)
-            self.system = _file_system(settings, ids, every=not selecting)
+                seed = settings.variants[0]
+                parents = {q.id: variant_id(q.id, seed, 0) for q in self.questions.values()}
+            self.system = _file_system(settings, ids, every=not selecting, parents=parents)
         else:
             self.system = open_system(
                 name,
@@ -610,12 +613,18 @@ def _get_server(backend: str, dsn: str | None) -> tuple[str, Server]:
     return kind, start(kind, dsn)
 
 
-def _file_system(s: Settings, questions: Collection[str], *, every: bool = True) -> System:
+def _file_system(
+    s: Settings,
+    questions: Collection[str],
+    *,
+    every: bool = True,
+    parents: Mapping[str, str] | None = None,
+) -> System:
     """``--heron-adapter=file``: the predictions file, checked before the first question."""
     assert s.predictions is not None  # options.resolve requires it
     if s.samples != 1:
         raise ConfigError("--heron-adapter=file has one prediction per question: --heron-samples=1")
-    return FileSystem(load_predictions(s.predictions, questions, every=every))
+    return FileSystem(load_predictions(s.predictions, questions, every=every, parents=parents))
 
 
 def _check_protocol(s: Settings) -> Protocol:

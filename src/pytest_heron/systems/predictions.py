@@ -15,8 +15,7 @@ recorded in the run's conditions.
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,6 @@ MAX_PROBLEMS = 10  # problems listed in the error (the count says how many more)
 FIELDS = ("id", "sql", "tables", "tables_ranked")
 LINE_LIMITS = Limits(max_bytes=MAX_BYTES, max_depth=8, max_items=10_000)
 # a variant's id (audit.variants.variant_id): the public parent, the variant seed, the index
-VARIANT_ID = re.compile(r"(.+)_v\d+_\d+")
 
 
 def quoted(text: str) -> str:
@@ -69,28 +67,31 @@ def _line_problem(number: int, value: Any, known: Collection[str]) -> str | None
     return None
 
 
-def _public_ids_on_variants(path: Path, unknown: list[str], known: Collection[str]) -> str | None:
+def _public_ids_on_variants(
+    path: Path, unknown: list[str], known: Collection[str], parents: Mapping[str, str]
+) -> str | None:
     """The one-line error for a file keyed by the public questions' ids in a run on variants
-    (``--heron-variants``, whose ids are ``<public id>_v<seed>_<k>``): every unknown id is the
-    public parent of a variant the run asks. None when that is not the case."""
-    parents: dict[str, str] = {}  # public id -> the run's first variant of it
-    for qid in sorted(known):
-        m = VARIANT_ID.fullmatch(qid)
-        if m:
-            parents.setdefault(m.group(1), qid)
-    if not unknown or not parents or any(u not in parents for u in unknown):
+    (``--heron-variants``, whose ids name no parent): every unknown id is the public parent of
+    a variant the run asks (``parents``: a public id -> the run's first variant of it). None
+    when that is not the case."""
+    asked = {p: v for p, v in parents.items() if v in known}
+    if not unknown or not asked or any(u not in asked for u in unknown):
         return None
     first = unknown[0]
     return (
         f"--heron-predictions {path}: its ids are the public questions' ({quoted(first)} and "
         f"{len(unknown) - 1} more), but this run asks never-published variants "
-        f"(--heron-variants): key by variant id (here {parents[first]!r} for {first!r}; "
+        f"(--heron-variants): key by variant id (here {asked[first]!r} for {first!r}; "
         "`heron variants --seed SEED --count N` prints the run's ids and questions)"
     )
 
 
 def load_predictions(
-    path: Path, question_ids: Collection[str], *, every: bool = True
+    path: Path,
+    question_ids: Collection[str],
+    *,
+    every: bool = True,
+    parents: Mapping[str, str] | None = None,
 ) -> PredictionFile:
     """Read and check ``path`` against the run's question ids; ConfigError listing every
     problem (see the module docstring). With ``every=False`` (a run narrowed by ``-k`` or
@@ -145,7 +146,7 @@ def load_predictions(
             f" and {len(missing) - MAX_PROBLEMS} more" if len(missing) > MAX_PROBLEMS else ""
         )
         problems.append(f"no prediction for {len(missing)} question(s): {shown}")
-    keyed_by_public = _public_ids_on_variants(path, unknown, question_ids)
+    keyed_by_public = _public_ids_on_variants(path, unknown, question_ids, parents or {})
     if keyed_by_public is not None:
         raise ConfigError(keyed_by_public)
     if problems:

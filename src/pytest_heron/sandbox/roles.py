@@ -221,16 +221,20 @@ def _catalog_update(conn: psycopg.Connection[Any], stmt: sql.SQL | sql.Composed)
     """Run a statement that changes a catalog row other sessions may change too (a GRANT or
     REVOKE on a database's or a schema's ACL, ``DROP OWNED BY``, ``DROP ROLE IF EXISTS``). Two
     sessions changing the same row at once make one of them fail with "tuple concurrently
-    updated" (another pytest process granting its own role, say): that one tries again (the
-    statements are idempotent)."""
+    updated" (another pytest process granting its own role, say), and two ``GRANT ... ON ALL
+    TABLES`` at once can deadlock on the tables' ``pg_class`` rows (the server aborts one):
+    that one tries again (the statements are idempotent, and an aborted one changed nothing)."""
     for attempt in range(8):
         try:
             conn.execute(stmt)
             return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 7:
+                raise
         except psycopg.errors.InternalError_ as exc:
             if "concurrently updated" not in str(exc) or attempt == 7:
                 raise
-            time.sleep(0.02 * 2**attempt)
+        time.sleep(0.02 * 2**attempt)
 
 
 def _grant_read(

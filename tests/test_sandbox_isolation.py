@@ -266,6 +266,14 @@ def test_the_sandbox_plan_is_pure_logic(tmp_path: Path) -> None:
     )
     assert env["PATH"] == "/bin" and env["K"] == "v" and env["HOME"] == bubblewrap.HOME
     assert not {"PGPASSWORD", "HERON_DSN", "HERON_CACHE_DIR"} & set(env)
+    # a sealed split's key never reaches an adapter, whatever variable holds it
+    keyed = bubblewrap.child_environment(
+        {"HERON_SEALED_KEY": "AGE-SECRET-KEY-1ABC", "MY_SPLIT": " age-secret-key-1xyz", "A": "b"}
+    )
+    assert "HERON_SEALED_KEY" not in keyed and "MY_SPLIT" not in keyed and keyed["A"] == "b"
+    from pytest_heron.systems import jail as fallback
+
+    assert "MY_SPLIT" not in fallback.child_environment({"MY_SPLIT": "AGE-SECRET-KEY-1Q"}, "/h")
 
 
 PARTS = st.lists(st.sampled_from(["a", "b", "c"]), min_size=0, max_size=4)

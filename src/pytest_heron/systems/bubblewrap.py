@@ -251,11 +251,29 @@ def adapter_modules(name: str) -> list[str]:
     return tops
 
 
+SECRET_KEY_PREFIX = "AGE-SECRET-KEY-"  # an age identity: the key of a sealed question set
+
+
+def is_secret_key(value: str) -> bool:
+    """Whether an environment value is an age identity (the key that opens a sealed question
+    set, whatever variable holds it): never passed to an adapter.
+
+    >>> is_secret_key("AGE-SECRET-KEY-1QQ"), is_secret_key("sk-openai")
+    (True, False)
+    """
+    return value.strip().upper().startswith(SECRET_KEY_PREFIX)
+
+
 def child_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The adapter's environment: the harness's, without connection secrets (``PG*``,
-    ``HERON_DSN``) or paths of the harness's session, with the private home."""
+    ``HERON_DSN``), a sealed question set's key (:func:`is_secret_key`) or paths of the
+    harness's session, with the private home."""
     drop = ("HERON_DSN", "XDG_RUNTIME_DIR", "HERON_CACHE_DIR", "HERON_TEST_CACHE_DIR")
-    env = {k: v for k, v in environ.items() if not k.startswith("PG") and k not in drop}
+    env = {
+        k: v
+        for k, v in environ.items()
+        if not k.startswith("PG") and k not in drop and not is_secret_key(v)
+    }
     env.update(HOME=HOME, TMPDIR="/tmp", TMP="/tmp", TEMP="/tmp", USER="adapter")
     env["LOGNAME"] = "adapter"
     return env

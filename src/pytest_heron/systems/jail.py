@@ -451,7 +451,9 @@ def child_environment(environ: Mapping[str, str], home: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in environ.items()
-        if not k.startswith("PG") and k not in ("HERON_DSN", "XDG_RUNTIME_DIR")
+        if not k.startswith("PG")
+        and k not in ("HERON_DSN", "XDG_RUNTIME_DIR")
+        and not bubblewrap.is_secret_key(v)
     }
     env.update(HOME=home, TMPDIR=home, TMP=home, TEMP=home, USER=ADAPTER_USER, LOGNAME=ADAPTER_USER)
     return env

@@ -445,16 +445,21 @@ def test_a_file_keyed_by_public_ids_on_variants_gets_the_variant_id_hint(
 
     from pytest_heron.systems import load_predictions
 
-    known = [f"q00{i}_v{seed}_{k}" for i in (1, 2, 3) for k in (0, 1)]
+    public = ("q001", "q002", "q003")
+    known = [variant_id(q, seed, k) for q in public for k in (0, 1)]
+    parents = {q: variant_id(q, seed, 0) for q in public}
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "p.jsonl"
         path.write_text("".join(json.dumps({"id": i, "sql": "SELECT 1"}) + "\n" for i in ids))
         with pytest.raises(ConfigError) as err:
+            load_predictions(path, known, parents=parents)
+        with pytest.raises(ConfigError) as plain:  # no parents told: no hint, the usual lines
             load_predictions(path, known)
     hinted = "key by variant id" in str(err.value)
     assert hinted == ("zzz" not in ids)
+    assert "key by variant id" not in str(plain.value)
     if hinted:
-        assert f"here '{ids[0]}_v{seed}_0' for '{ids[0]}'" in str(err.value)
+        assert f"here {variant_id(ids[0], seed, 0)!r} for {ids[0]!r}" in str(err.value)
 
 
 # -- the release gate ---------------------------------------------------------------------------
